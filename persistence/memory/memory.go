@@ -1,0 +1,230 @@
+// Package memory is an in-memory persistence.Store with exactly the fencing
+// semantics of the contract, plus fault hooks (delayed, failing and blocked
+// saves) for tests. It keeps nothing across processes: use it for unit tests
+// only.
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ordo-actors/ordo/persistence"
+)
+
+// ErrInjected is the error of saves failed by FailNextSaves.
+var ErrInjected = errors.New("memory: injected save failure")
+
+// Store is an in-memory persistence.Store. It is safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex
+	closed  bool
+	fences  map[uint32]int64
+	records map[key]persistence.Record
+
+	// Fault hooks, guarded by mu.
+	saveDelay time.Duration
+	failNext  int
+	failErr   error
+	gate      chan struct{} // when non-nil, saves wait until it is closed
+	done      chan struct{} // closed by Close
+
+	// Counters, guarded by mu.
+	saves    int
+	recsSeen int
+}
+
+type key struct{ kind, id string }
+
+var _ persistence.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		fences:  make(map[uint32]int64),
+		records: make(map[key]persistence.Record),
+		done:    make(chan struct{}),
+	}
+}
+
+// Fence implements persistence.Store.
+func (s *Store) Fence(ctx context.Context, shard uint32, epoch int64) error {
+	if err := persistence.ValidateEpoch(epoch); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return persistence.ErrClosed
+	}
+	if have := s.fences[shard]; have > epoch {
+		return &persistence.FencedError{Shard: shard, Have: epoch, Want: have}
+	}
+	s.fences[shard] = epoch
+	return nil
+}
+
+// Load implements persistence.Store.
+func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, error) {
+	if err := persistence.ValidateKey(kind, id); err != nil {
+		return persistence.Record{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return persistence.Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return persistence.Record{}, persistence.ErrClosed
+	}
+	r, ok := s.records[key{kind, id}]
+	if !ok {
+		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
+	}
+	r.Data = append([]byte(nil), r.Data...)
+	return r, nil
+}
+
+// Save implements persistence.Store. Fault hooks apply in this order: the
+// gate (BlockSaves), the delay (DelaySaves), then injected failures
+// (FailNextSaves), which fail every shard of the batch with an
+// unknown-outcome error and write nothing.
+func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	if err := persistence.ValidateBatch(recs); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, persistence.ErrClosed
+	}
+	gate, delay := s.gate, s.saveDelay
+	s.saves++
+	s.recsSeen += len(recs)
+	s.mu.Unlock()
+
+	outcome := make(map[uint32]error)
+	failAll := func(err error) (map[uint32]error, error) {
+		for _, r := range recs {
+			outcome[r.Shard] = err
+		}
+		return outcome, nil
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.done:
+			return failAll(persistence.ErrClosed)
+		case <-ctx.Done():
+			return failAll(ctx.Err())
+		}
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return failAll(ctx.Err())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return failAll(err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return failAll(persistence.ErrClosed)
+	}
+	if s.failNext > 0 {
+		s.failNext--
+		return failAll(s.failErr)
+	}
+	for _, r := range recs {
+		if _, seen := outcome[r.Shard]; seen {
+			continue
+		}
+		if have := s.fences[r.Shard]; have != r.Epoch {
+			outcome[r.Shard] = &persistence.FencedError{Shard: r.Shard, Have: r.Epoch, Want: have}
+		} else {
+			outcome[r.Shard] = nil
+		}
+	}
+	for _, r := range recs {
+		if outcome[r.Shard] == nil {
+			r.Data = append([]byte(nil), r.Data...)
+			s.records[key{r.Kind, r.ID}] = r
+		}
+	}
+	return outcome, nil
+}
+
+// Close implements persistence.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	return nil
+}
+
+// DelaySaves makes every later Save wait d before writing (0 turns it off).
+func (s *Store) DelaySaves(d time.Duration) {
+	s.mu.Lock()
+	s.saveDelay = d
+	s.mu.Unlock()
+}
+
+// FailNextSaves makes the next n Saves fail every shard with err (ErrInjected
+// when err is nil), writing nothing.
+func (s *Store) FailNextSaves(n int, err error) {
+	if err == nil {
+		err = ErrInjected
+	}
+	s.mu.Lock()
+	s.failNext, s.failErr = n, err
+	s.mu.Unlock()
+}
+
+// BlockSaves makes every later Save wait until the returned release function
+// is called (or the Save's context ends). release is idempotent.
+func (s *Store) BlockSaves() (release func()) {
+	gate := make(chan struct{})
+	s.mu.Lock()
+	s.gate = gate
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.gate == gate {
+				s.gate = nil
+			}
+			s.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+// Stats reports how many Save calls were made and how many records they
+// carried in total.
+func (s *Store) Stats() (saves, records int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saves, s.recsSeen
+}
+
+// FenceOf returns the shard's current fence (0 if never fenced).
+func (s *Store) FenceOf(shard uint32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fences[shard]
+}

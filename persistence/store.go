@@ -1,0 +1,161 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Limits on what a Store accepts. Drivers may accept less (see their docs)
+// but never more.
+const (
+	// MaxKindLen is the longest kind name, in bytes.
+	MaxKindLen = 64
+	// MaxIDLen is the longest entity ID, in bytes.
+	MaxIDLen = 256
+)
+
+// Record is one entity's stored form. Data is opaque to the store (the
+// runtime encodes state, sequence number and recent replies into it); Shard
+// and Epoch are what fencing checks.
+type Record struct {
+	Kind  string
+	ID    string
+	Shard uint32
+	Epoch int64
+	Data  []byte
+}
+
+// Store keeps entity records under per-shard fencing.
+//
+// Implementations are safe for concurrent use by multiple goroutines.
+type Store interface {
+	// Fence raises the stored fence of shard to epoch. It succeeds when the
+	// fence is below or equal to epoch (raising it to epoch), and fails with
+	// a *FencedError when a higher epoch is already recorded. The fence never
+	// moves down. Epochs are positive.
+	Fence(ctx context.Context, shard uint32, epoch int64) error
+
+	// Load returns the record of (kind, id), or an error matching
+	// ErrNotFound when the entity has never been saved.
+	Load(ctx context.Context, kind, id string) (Record, error)
+
+	// Save writes recs. Records are grouped by shard, and each shard's group
+	// is atomic: either every record of the group becomes visible or none
+	// does. A group is written only if, in the same atomic step, the shard's
+	// fence equals the group's epoch (every record of one shard in a batch
+	// carries the same epoch).
+	//
+	// When err is nil, outcome has one entry for every shard in recs: nil
+	// when the shard's records are durable; an error matching ErrFenced when
+	// its fence differs (nothing of that shard was written); any other error
+	// when the outcome is unknown (the records may or may not be durable).
+	// One shard's failure never affects another shard's outcome.
+	//
+	// A non-nil err means the batch was refused as a whole before anything
+	// was written: invalid records (ErrInvalid), or a closed store (ErrClosed).
+	Save(ctx context.Context, recs []Record) (outcome map[uint32]error, err error)
+
+	// Close releases the store's resources. Calls after Close fail with
+	// ErrClosed. Close is idempotent.
+	Close() error
+}
+
+// Errors shared by every Store.
+var (
+	// ErrFenced matches every *FencedError.
+	ErrFenced = errors.New("persistence: fenced")
+	// ErrNotFound is returned by Load for an entity that was never saved.
+	ErrNotFound = errors.New("persistence: not found")
+	// ErrInvalid is wrapped by errors about malformed input.
+	ErrInvalid = errors.New("persistence: invalid input")
+	// ErrClosed is returned by calls on a closed Store.
+	ErrClosed = errors.New("persistence: store closed")
+	// ErrTooLarge is wrapped by errors about records over a driver's size limit.
+	ErrTooLarge = errors.New("persistence: record too large")
+)
+
+// FencedError reports a write or fence attempt under an epoch that is not
+// the shard's current fence. It matches ErrFenced with errors.Is.
+type FencedError struct {
+	Shard uint32
+	// Have is the epoch the rejected caller used.
+	Have int64
+	// Want is the fence recorded in the store (0 when the store could not
+	// report it).
+	Want int64
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("persistence: shard %d fenced: epoch %d, store has %d", e.Shard, e.Have, e.Want)
+}
+
+// Is reports whether target is ErrFenced.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// ValidateKey checks a (kind, id) pair against the limits every Store
+// enforces: both non-empty valid UTF-8 without NUL bytes, within MaxKindLen
+// and MaxIDLen.
+func ValidateKey(kind, id string) error {
+	if err := validName("kind", kind, MaxKindLen); err != nil {
+		return err
+	}
+	return validName("id", id, MaxIDLen)
+}
+
+func validName(what, s string, max int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(s) > max:
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalid, what, len(s), max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalid, what)
+		}
+	}
+	return nil
+}
+
+// ValidateEpoch checks that epoch is positive.
+func ValidateEpoch(epoch int64) error {
+	if epoch <= 0 {
+		return fmt.Errorf("%w: epoch %d is not positive", ErrInvalid, epoch)
+	}
+	return nil
+}
+
+// ValidateBatch checks a Save batch: valid keys and epochs, non-nil data, no
+// key twice, and one epoch per shard. Drivers call it before writing.
+func ValidateBatch(recs []Record) error {
+	type key struct{ kind, id string }
+	seen := make(map[key]struct{}, len(recs))
+	epochs := make(map[uint32]int64)
+	for i := range recs {
+		r := &recs[i]
+		if err := ValidateKey(r.Kind, r.ID); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		if err := ValidateEpoch(r.Epoch); err != nil {
+			return fmt.Errorf("record %d (%s/%s): %w", i, r.Kind, r.ID, err)
+		}
+		if r.Data == nil {
+			return fmt.Errorf("record %d (%s/%s): %w: nil data", i, r.Kind, r.ID, ErrInvalid)
+		}
+		k := key{r.Kind, r.ID}
+		if _, dup := seen[k]; dup {
+			return fmt.Errorf("record %d: %w: %s/%s appears twice in one batch", i, ErrInvalid, r.Kind, r.ID)
+		}
+		seen[k] = struct{}{}
+		if e, ok := epochs[r.Shard]; ok && e != r.Epoch {
+			return fmt.Errorf("record %d (%s/%s): %w: shard %d has epochs %d and %d in one batch",
+				i, r.Kind, r.ID, ErrInvalid, r.Shard, e, r.Epoch)
+		}
+		epochs[r.Shard] = r.Epoch
+	}
+	return nil
+}

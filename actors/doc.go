@@ -1,0 +1,42 @@
+// Package actors is ordo's entity runtime.
+//
+// An entity is identified by a Ref (a kind name and an ID) and lives as one
+// protoactor actor on the node that owns its shard. It processes one
+// message at a time, in mailbox order, so its handlers never need locks.
+//
+// A Kind declares an entity type: its protobuf state and its handlers, one
+// per request message type (On for handlers that may change state, OnRead
+// for handlers that only read it). A Host runs the entities of the shards
+// it is told it owns, each at a fencing epoch:
+//
+//   - Activation. The first message to an entity activates it: the host
+//     fences the shard in the store (once per shard and epoch), loads the
+//     entity's record, and then processes messages.
+//   - Output gate and group commit. When a write handler returns, the new
+//     state, its sequence number and the entity's recent replies go to the
+//     host's write batcher, which coalesces many entities' writes into one
+//     Store.Save. The reply, and every message the handler sent, are held
+//     until that write is durable; the entity meanwhile goes on with its
+//     next message. Every reply, reads included, leaves only when every
+//     write it may have observed is durable and while the host's lease is
+//     valid.
+//   - Dedup. Every call carries a request ID. The entity stores the IDs and
+//     replies of its most recent requests (HostConfig.DedupWindow) in the
+//     same record as its state; a repeated ID gets the stored reply and runs
+//     nothing.
+//   - Failures. A write rejected by fencing drops the whole shard: its
+//     entities stop and their waiting callers get a retryable error. Any
+//     other store error restarts the entity from storage; its held replies
+//     are dropped with a retryable error, and callers retry with the same
+//     request ID.
+//   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
+//     its writes are durable; above HostConfig.MaxActive active entities
+//     the least recently used are passivated first.
+//
+// Entity-to-entity calls (Request, Send) never block the caller's mailbox:
+// the reply comes back later as a continuation run on the caller's own
+// goroutine. Outgoing calls pass the same output gate as replies.
+//
+// Errors cross the wire as codes (see Error) and keep their identity:
+// errors.Is(err, ErrNotHere) holds on the far side of a network.
+package actors

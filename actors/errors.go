@@ -1,0 +1,143 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+)
+
+// Sentinels for the wire error codes. An error returned by a call matches
+// the sentinel of its code with errors.Is, on whatever node it arose.
+var (
+	// ErrUnknownKind: the target kind is not registered where the call landed.
+	ErrUnknownKind = errors.New("actors: unknown kind")
+	// ErrNotHere: the node does not own the target's shard (retryable).
+	ErrNotHere = errors.New("actors: shard not owned here")
+	// ErrFenced: the shard's epoch moved on (retryable at the new owner).
+	// It is persistence.ErrFenced, so store and wire errors match alike.
+	ErrFenced = persistence.ErrFenced
+	// ErrDeadline: the call's deadline passed. It also matches
+	// context.DeadlineExceeded.
+	ErrDeadline = errors.New("actors: deadline exceeded")
+	// ErrHandler: the entity's handler returned an error (see Error.HandlerCode).
+	ErrHandler = errors.New("actors: handler error")
+	// ErrBadRequest: the request was malformed.
+	ErrBadRequest = errors.New("actors: bad request")
+	// ErrUnavailable: the node could not serve the call now (retryable).
+	ErrUnavailable = errors.New("actors: unavailable")
+	// ErrInternal: a bug or panic on the serving side.
+	ErrInternal = errors.New("actors: internal error")
+	// ErrClosed: the host is shut down.
+	ErrClosed = errors.New("actors: host closed")
+)
+
+// Error is an error that can cross the wire. It matches the sentinel of its
+// Code with errors.Is.
+type Error struct {
+	Code ordopb.Code
+	// HandlerCode is the application's code of a CODE_HANDLER error, such
+	// as "insufficient_funds".
+	HandlerCode string
+	Message     string
+}
+
+// HandlerError returns the error a handler returns to reject a request with
+// an application code. The code and message reach the caller unchanged, and
+// the rejection is recorded for deduplication like any reply.
+func HandlerError(code, format string, args ...any) *Error {
+	return &Error{Code: ordopb.Code_CODE_HANDLER, HandlerCode: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string {
+	if e.Code == ordopb.Code_CODE_HANDLER && e.HandlerCode != "" {
+		return fmt.Sprintf("%s: %s: %s", sentinelOf(e.Code), e.HandlerCode, e.Message)
+	}
+	if e.Message == "" {
+		return sentinelOf(e.Code).Error()
+	}
+	return fmt.Sprintf("%s: %s", sentinelOf(e.Code), e.Message)
+}
+
+// Is matches the sentinel of e's code (and context.DeadlineExceeded for
+// CODE_DEADLINE).
+func (e *Error) Is(target error) bool {
+	if e.Code == ordopb.Code_CODE_DEADLINE && target == context.DeadlineExceeded {
+		return true
+	}
+	return target == sentinelOf(e.Code)
+}
+
+// Retryable reports whether a call that failed with err may be retried with
+// the same request ID (elsewhere or later) and still be applied at most once.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrNotHere) || errors.Is(err, ErrFenced) || errors.Is(err, ErrUnavailable)
+}
+
+func sentinelOf(c ordopb.Code) error {
+	switch c {
+	case ordopb.Code_CODE_UNKNOWN_KIND:
+		return ErrUnknownKind
+	case ordopb.Code_CODE_NOT_HERE:
+		return ErrNotHere
+	case ordopb.Code_CODE_FENCED:
+		return ErrFenced
+	case ordopb.Code_CODE_DEADLINE:
+		return ErrDeadline
+	case ordopb.Code_CODE_HANDLER:
+		return ErrHandler
+	case ordopb.Code_CODE_BAD_REQUEST:
+		return ErrBadRequest
+	case ordopb.Code_CODE_UNAVAILABLE:
+		return ErrUnavailable
+	default:
+		return ErrInternal
+	}
+}
+
+// ErrorToProto converts err to its wire form, keeping its code: an *Error
+// keeps everything; a sentinel or an error wrapping one keeps the sentinel's
+// code; context errors become CODE_DEADLINE (DeadlineExceeded) or
+// CODE_UNAVAILABLE (Canceled); anything else becomes CODE_INTERNAL.
+func ErrorToProto(err error) *ordopb.Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return &ordopb.Error{Code: e.Code, HandlerCode: e.HandlerCode, Message: e.Message}
+	}
+	code := ordopb.Code_CODE_INTERNAL
+	switch {
+	case errors.Is(err, ErrUnknownKind):
+		code = ordopb.Code_CODE_UNKNOWN_KIND
+	case errors.Is(err, ErrNotHere):
+		code = ordopb.Code_CODE_NOT_HERE
+	case errors.Is(err, ErrFenced):
+		code = ordopb.Code_CODE_FENCED
+	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		code = ordopb.Code_CODE_DEADLINE
+	case errors.Is(err, ErrHandler):
+		code = ordopb.Code_CODE_HANDLER
+	case errors.Is(err, ErrBadRequest), errors.Is(err, persistence.ErrInvalid):
+		code = ordopb.Code_CODE_BAD_REQUEST
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
+		code = ordopb.Code_CODE_UNAVAILABLE
+	}
+	return &ordopb.Error{Code: code, Message: err.Error()}
+}
+
+// ErrorFromProto converts a wire error back to an *Error (nil for nil or
+// CODE_OK).
+func ErrorFromProto(p *ordopb.Error) error {
+	if p == nil || p.GetCode() == ordopb.Code_CODE_OK {
+		return nil
+	}
+	return &Error{Code: p.GetCode(), HandlerCode: p.GetHandlerCode(), Message: p.GetMessage()}
+}
+
+func errf(code ordopb.Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,558 @@
+package actors
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+)
+
+// Host runs the entities of the shards it owns. It is told which shards it
+// owns, and at which epoch, by Own (placement drives this in a cluster;
+// tests call it directly), and gives them up by Release (graceful) or Drop
+// (at once).
+//
+// All methods are safe for concurrent use. Lock order: Host.mu, then a
+// shard's fenceMu is never taken while holding Host.mu.
+type Host struct {
+	cfg    HostConfig
+	store  persistence.Store
+	kinds  map[string]Kind
+	log    *slog.Logger
+	router Router
+
+	system  *actor.ActorSystem
+	batcher *batcher
+	ctx     context.Context // ends at Shutdown
+	cancel  context.CancelFunc
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	stopped   chan struct{}
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	shards  map[uint32]*shardState
+	lru     *list.List // of *entry, most recently used first
+	active  int
+	evicts  int // entries asked to passivate and not yet gone
+
+	activations  atomic.Uint64
+	passivations atomic.Uint64
+}
+
+// shardState is one owned shard. Fields are guarded by Host.mu except
+// fenceMu/fenced.
+type shardState struct {
+	id       uint32
+	epoch    int64
+	draining bool
+	dropped  bool
+	calls    map[*call]struct{}
+	idle     chan struct{} // closed once draining with no calls left
+	entities map[Ref]*entry
+
+	fenceMu sync.Mutex
+	fenced  bool
+}
+
+// entry is one active entity as the host sees it.
+type entry struct {
+	ref    Ref
+	pid    *actor.PID
+	shard  *shardState
+	elem   *list.Element
+	queued atomic.Int64 // invocations sent to the actor and not yet taken
+	evict  bool         // asked to passivate (guarded by Host.mu)
+	// stopped is closed when the actor has stopped, whatever the reason.
+	stopped chan struct{}
+	gone   bool         // removed from the host's maps (guarded by Host.mu)
+}
+
+// call is one admitted request; its reply is delivered exactly once.
+type call struct {
+	env   *ordopb.Envelope
+	reply func(*ordopb.Reply)
+	shard *shardState
+	done  atomic.Bool
+}
+
+// HostStats is a snapshot of a host's counters.
+type HostStats struct {
+	Active       int
+	Activations  uint64
+	Passivations uint64
+	Batch        BatchStats
+}
+
+// NewHost validates cfg and returns a host for kinds over store. Call
+// Start before use.
+func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, errors.New("actors: nil store")
+	}
+	h := &Host{
+		cfg:     cfg,
+		store:   store,
+		kinds:   make(map[string]Kind),
+		log:     cfg.Logger,
+		router:  cfg.Router,
+		shards:  make(map[uint32]*shardState),
+		lru:     list.New(),
+		stopped: make(chan struct{}),
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	for _, k := range kinds {
+		if k == nil {
+			return nil, errors.New("actors: nil kind")
+		}
+		if _, dup := h.kinds[k.Name()]; dup {
+			return nil, fmt.Errorf("actors: kind %q registered twice", k.Name())
+		}
+		h.kinds[k.Name()] = k
+	}
+	if h.router == nil {
+		h.router = localRouter{h}
+	}
+	return h, nil
+}
+
+// Start starts the host's actor system and write batcher. It does no I/O.
+func (h *Host) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := ErrClosed
+	h.startOnce.Do(func() {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		h.system = actor.NewActorSystem(
+			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+			actor.WithDeadLetterRequestLogging(false),
+			// Messages to stopped entities are expected (late write results);
+			// keep the dead-letter throttle's timer goroutines short-lived.
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		)
+		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		h.batcher = newBatcher(h.store, h.cfg)
+		go h.batcher.run(h.ctx)
+		h.mu.Lock()
+		h.started = true
+		h.mu.Unlock()
+		err = nil
+	})
+	return err
+}
+
+// Shutdown drains every owned shard (as Release does), then stops the
+// entities, the batcher and the actor system. If ctx ends first, the
+// remaining shards are dropped. It is idempotent; the store is not closed.
+func (h *Host) Shutdown(ctx context.Context) error {
+	var err error
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		started := h.started
+		owned := make(map[uint32]int64, len(h.shards))
+		for id, sh := range h.shards {
+			owned[id] = sh.epoch
+		}
+		h.mu.Unlock()
+		if started {
+			for id, epoch := range owned {
+				if rerr := h.Release(ctx, id, epoch); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+		}
+		h.mu.Lock()
+		h.closed = true
+		h.mu.Unlock()
+		h.DropAll(ErrClosed)
+		if started {
+			h.batcher.close()
+			h.system.Shutdown()
+			h.cancel()
+		}
+		close(h.stopped)
+	})
+	return err
+}
+
+// Own makes the host serve shard at epoch. Owning a shard at the epoch it
+// already has is a no-op; a higher epoch replaces (drops) the old
+// ownership; a lower one is refused.
+func (h *Host) Own(shard uint32, epoch int64) error {
+	if int(shard) >= h.cfg.Shards {
+		return fmt.Errorf("actors: shard %d out of range [0, %d)", shard, h.cfg.Shards)
+	}
+	if err := persistence.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("actors: %w", err)
+	}
+	h.mu.Lock()
+	if h.closed || !h.started {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if sh, ok := h.shards[shard]; ok {
+		switch {
+		case sh.epoch == epoch && !sh.draining:
+			h.mu.Unlock()
+			return nil
+		case sh.epoch > epoch:
+			h.mu.Unlock()
+			return fmt.Errorf("actors: shard %d already owned at epoch %d > %d", shard, sh.epoch, epoch)
+		}
+		h.mu.Unlock()
+		h.Drop(shard, fmt.Errorf("%w: superseded by epoch %d", ErrNotHere, epoch))
+		h.mu.Lock()
+	}
+	h.shards[shard] = &shardState{
+		id:       shard,
+		epoch:    epoch,
+		calls:    make(map[*call]struct{}),
+		entities: make(map[Ref]*entry),
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// Owned returns the shards the host serves (draining ones included) and
+// their epochs.
+func (h *Host) Owned() map[uint32]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := make(map[uint32]int64, len(h.shards))
+	for id, sh := range h.shards {
+		m[id] = sh.epoch
+	}
+	return m
+}
+
+// Release gives shard up gracefully: new calls get ErrNotHere (retryable),
+// calls already admitted finish, every entity's writes become durable, and
+// the entities stop. When it returns nil the shard's state is durable and
+// nothing more of it will be written, so placement may release the lock.
+// If ctx ends first, the shard is dropped and ctx's error returned. A shard
+// not owned at epoch is left alone (nil).
+func (h *Host) Release(ctx context.Context, shard uint32, epoch int64) error {
+	h.mu.Lock()
+	sh, ok := h.shards[shard]
+	if !ok || sh.epoch != epoch {
+		h.mu.Unlock()
+		return nil
+	}
+	if !sh.draining {
+		sh.draining = true
+		sh.idle = make(chan struct{})
+		if len(sh.calls) == 0 {
+			close(sh.idle)
+		}
+	}
+	idle := sh.idle
+	h.mu.Unlock()
+
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		h.dropState(sh, ctx.Err())
+		return fmt.Errorf("actors: releasing shard %d: %w", shard, ctx.Err())
+	}
+
+	h.mu.Lock()
+	var dones []chan struct{}
+	for _, en := range sh.entities {
+		dones = append(dones, en.stopped)
+		h.system.Root.Send(en.pid, &drainReq{})
+	}
+	h.mu.Unlock()
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-ctx.Done():
+			h.dropState(sh, ctx.Err())
+			return fmt.Errorf("actors: releasing shard %d: %w", shard, ctx.Err())
+		}
+	}
+	h.dropState(sh, ErrNotHere)
+	return nil
+}
+
+// Drop gives shard up at once: its entities stop, replies not yet sent are
+// discarded (their callers get a retryable error), and unsent writes are
+// withdrawn. Used when the shard was fenced or the lease was lost.
+func (h *Host) Drop(shard uint32, reason error) {
+	h.mu.Lock()
+	sh, ok := h.shards[shard]
+	h.mu.Unlock()
+	if ok {
+		h.dropState(sh, reason)
+	}
+}
+
+// DropAll drops every owned shard (the lease was lost).
+func (h *Host) DropAll(reason error) {
+	h.mu.Lock()
+	var all []*shardState
+	for _, sh := range h.shards {
+		all = append(all, sh)
+	}
+	h.mu.Unlock()
+	for _, sh := range all {
+		h.dropState(sh, reason)
+	}
+}
+
+func (h *Host) dropState(sh *shardState, reason error) {
+	h.mu.Lock()
+	if sh.dropped {
+		h.mu.Unlock()
+		return
+	}
+	sh.dropped = true
+	if h.shards[sh.id] == sh {
+		delete(h.shards, sh.id)
+	}
+	calls := make([]*call, 0, len(sh.calls))
+	for c := range sh.calls {
+		calls = append(calls, c)
+	}
+	var pids []*actor.PID
+	for _, en := range sh.entities {
+		pids = append(pids, en.pid)
+		h.removeLocked(en)
+	}
+	h.mu.Unlock()
+
+	if h.batcher != nil {
+		h.batcher.cancelShard(sh.id)
+	}
+	code := ordopb.Code_CODE_NOT_HERE
+	if errors.Is(reason, ErrFenced) {
+		code = ordopb.Code_CODE_FENCED
+	}
+	for _, c := range calls {
+		h.finish(c, errReply(c.env, errf(code, "shard %d given up: %v", sh.id, reason)))
+	}
+	for _, pid := range pids {
+		h.system.Root.Stop(pid)
+	}
+}
+
+// removeLocked forgets en. Host.mu is held.
+func (h *Host) removeLocked(en *entry) {
+	if en.gone {
+		return
+	}
+	en.gone = true
+	delete(en.shard.entities, en.ref)
+	h.lru.Remove(en.elem)
+	h.active--
+	if en.evict {
+		h.evicts--
+	}
+}
+
+// Submit delivers env to its entity; reply is called exactly once, from
+// some goroutine, with the reply. It never blocks on the entity.
+func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+	ref, err := RefFromProto(env.GetTarget())
+	if err != nil {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "%v", err)))
+		return
+	}
+	kind, ok := h.kinds[ref.Kind]
+	if !ok {
+		reply(errReply(env, errf(ordopb.Code_CODE_UNKNOWN_KIND, "kind %q", ref.Kind)))
+		return
+	}
+	if env.GetRequestId() == "" || len(env.GetRequestId()) > maxRequestIDLen {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "request ID must be 1 to %d bytes", maxRequestIDLen)))
+		return
+	}
+	if env.GetPayload() == nil {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "missing payload")))
+		return
+	}
+	shard := ShardOf(ref, h.cfg.Shards)
+
+	h.mu.Lock()
+	if h.closed || !h.started {
+		h.mu.Unlock()
+		reply(errReply(env, errf(ordopb.Code_CODE_UNAVAILABLE, "host closed")))
+		return
+	}
+	sh, ok := h.shards[shard]
+	if !ok || sh.draining {
+		h.mu.Unlock()
+		reply(errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "shard %d of %s", shard, ref)))
+		return
+	}
+	c := &call{env: env, reply: reply, shard: sh}
+	sh.calls[c] = struct{}{}
+	en := sh.entities[ref]
+	if en == nil {
+		en = h.spawnLocked(ref, kind, sh)
+	} else {
+		h.lru.MoveToFront(en.elem)
+	}
+	en.queued.Add(1)
+	h.system.Root.Send(en.pid, &invoke{c: c})
+	if h.active-h.evicts > h.cfg.MaxActive {
+		h.evictLocked()
+	}
+	h.mu.Unlock()
+}
+
+const maxRequestIDLen = 256
+
+func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
+	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{})}
+	e := &entity{h: h, en: en, ref: ref, shard: sh, epoch: sh.epoch, beh: kind.newBehavior()}
+	e.beh.bind(e)
+	en.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return e }))
+	en.elem = h.lru.PushFront(en)
+	sh.entities[ref] = en
+	h.active++
+	h.activations.Add(1)
+	return en
+}
+
+// evictLocked asks the least recently used entities to passivate until the
+// cap would hold. Host.mu is held.
+func (h *Host) evictLocked() {
+	for el := h.lru.Back(); el != nil && h.active-h.evicts > h.cfg.MaxActive; el = el.Prev() {
+		en := el.Value.(*entry)
+		if en.evict {
+			continue
+		}
+		en.evict = true
+		h.evicts++
+		h.system.Root.Send(en.pid, passivateNow)
+	}
+}
+
+// tryRemove is called by a quiescent entity that wants to stop. It succeeds
+// (and the entity must stop) only if no invocation is on its way to it.
+func (h *Host) tryRemove(en *entry) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if en.gone {
+		return false
+	}
+	if en.queued.Load() != 0 {
+		if en.evict {
+			en.evict = false
+			h.evicts--
+		}
+		return false
+	}
+	h.removeLocked(en)
+	h.passivations.Add(1)
+	return true
+}
+
+// finish delivers c's reply once. A reply that may reveal state (success or
+// handler error) is withheld while the lease is not valid.
+func (h *Host) finish(c *call, rep *ordopb.Reply) {
+	if !c.done.CompareAndSwap(false, true) {
+		return
+	}
+	h.mu.Lock()
+	delete(c.shard.calls, c)
+	if c.shard.draining && len(c.shard.calls) == 0 {
+		select {
+		case <-c.shard.idle:
+		default:
+			close(c.shard.idle)
+		}
+	}
+	h.mu.Unlock()
+	if code := rep.GetError().GetCode(); (code == ordopb.Code_CODE_OK || code == ordopb.Code_CODE_HANDLER) &&
+		h.cfg.LeaseValid != nil && !h.cfg.LeaseValid() {
+		rep = errReply(c.env, errf(ordopb.Code_CODE_UNAVAILABLE, "lease not valid: reply withheld"))
+	}
+	c.reply(rep)
+}
+
+// ensureFenced fences the shard in the store once per ownership.
+func (h *Host) ensureFenced(sh *shardState) error {
+	sh.fenceMu.Lock()
+	defer sh.fenceMu.Unlock()
+	if sh.fenced {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.StoreTimeout)
+	defer cancel()
+	if err := h.store.Fence(ctx, sh.id, sh.epoch); err != nil {
+		return err
+	}
+	sh.fenced = true
+	return nil
+}
+
+// shardFenced drops a shard whose fence moved past its epoch.
+func (h *Host) shardFenced(sh *shardState, err error) {
+	h.log.Warn("shard fenced; dropping it", "shard", sh.id, "epoch", sh.epoch, "err", err)
+	h.dropState(sh, err)
+	if h.cfg.OnShardLost != nil {
+		h.cfg.OnShardLost(sh.id, sh.epoch, err)
+	}
+}
+
+// Invoke submits env and waits for its reply or the end of ctx. ctx's
+// deadline becomes the envelope's deadline when it has none.
+func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
+		env.DeadlineUnixNano = d.UnixNano()
+	}
+	ch := make(chan *ordopb.Reply, 1)
+	h.Submit(env, func(r *ordopb.Reply) { ch <- r })
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Stats returns the host's counters.
+func (h *Host) Stats() HostStats {
+	h.mu.Lock()
+	active := h.active
+	h.mu.Unlock()
+	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load()}
+	if h.batcher != nil {
+		s.Batch = h.batcher.Stats()
+	}
+	return s
+}
+
+// localRouter routes entity-to-entity messages within one host.
+type localRouter struct{ h *Host }
+
+func (r localRouter) Route(_ context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+	r.h.Submit(env, done)
+}
+
+func errReply(env *ordopb.Envelope, err error) *ordopb.Reply {
+	return &ordopb.Reply{RequestId: env.GetRequestId(), Error: ErrorToProto(err)}
+}
+
+var _ Invoker = (*Host)(nil)
+
+// timeNow is replaced by tests that need a fixed clock.
+var timeNow = time.Now

@@ -1,0 +1,597 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"github.com/ordo-actors/ordo/proto/testpb"
+	"github.com/stretchr/testify/require"
+)
+
+// Per-sender FIFO: each sender pipelines its messages without waiting; the
+// entity must apply them in each sender's order and never run two handlers
+// at once.
+func TestPerSenderFIFOAndNoOverlap(t *testing.T) {
+	h := newHarness(t, nil)
+	const senders, perSender = 8, 200
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			replies := make(chan *ordopb.Reply, perSender)
+			sender := fmt.Sprintf("s%d", s)
+			for i := 1; i <= perSender; i++ {
+				env, err := actors.Envelope(ref("fifo"), &testpb.Add{Delta: 1, Sender: sender, Seq: uint64(i)}, actors.NewRequestID())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+			}
+			for i := 0; i < perSender; i++ {
+				if r := <-replies; r.GetError() != nil {
+					failed.Add(1)
+				}
+			}
+		}(s)
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "failed calls")
+	require.Zero(t, h.n.fifoViolations.Load(), "per-sender FIFO violations")
+	require.Zero(t, h.g.overlaps.Load(), "overlapping handler runs")
+	v, err := h.get(testCtx(t), "fifo")
+	require.NoError(t, err)
+	require.EqualValues(t, senders*perSender, v)
+	stored, _ := h.stored("fifo")
+	require.EqualValues(t, senders*perSender, stored)
+}
+
+// Output gate: while the store holds a write back, neither its reply nor a
+// later read's reply may leave.
+func TestOutputGateHoldsRepliesUntilDurable(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "gate", 1) // activate and make one durable write
+	require.NoError(t, err)
+
+	release := h.store.BlockSaves()
+	defer release()
+	savesBefore, _ := h.store.Stats()
+	addReply := make(chan *ordopb.Reply, 1)
+	getReply := make(chan *ordopb.Reply, 1)
+	env, _ := actors.Envelope(ref("gate"), &testpb.Add{Delta: 41}, "add-41")
+	h.host.Submit(env, func(r *ordopb.Reply) { addReply <- r })
+	getsBefore := h.n.gets.Load()
+	env2, _ := actors.Envelope(ref("gate"), &testpb.Get{}, "get-1")
+	h.host.Submit(env2, func(r *ordopb.Reply) { getReply <- r })
+
+	// Wait until the write reached the (blocked) store and the read ran.
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if s, _ := h.store.Stats(); s <= savesBefore {
+			return errPending
+		}
+		if h.n.gets.Load() == getsBefore {
+			return errPending
+		}
+		return nil
+	})
+	select {
+	case r := <-addReply:
+		t.Fatalf("write reply left before its save completed: %v", r)
+	case r := <-getReply:
+		t.Fatalf("read reply left before the write it observed was durable: %v", r)
+	default:
+	}
+	if v, _ := h.stored("gate"); v != 1 {
+		t.Fatalf("store has %d before the save completed", v)
+	}
+
+	release()
+	r := <-addReply
+	require.Nil(t, r.GetError())
+	// The reply arrived, so the state it reports must be durable.
+	v, _ := h.stored("gate")
+	require.EqualValues(t, 42, v)
+	r = <-getReply
+	got, err := actors.DecodeReply[*testpb.Value](r)
+	require.NoError(t, err)
+	require.EqualValues(t, 42, got.Value)
+}
+
+// A failed save sends no success reply for the lost state; the entity
+// restarts from storage and a retry with the same ID applies once.
+func TestFailedSaveRestartsFromStorage(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "fail", 5, actors.WithRequestID("first"))
+	require.NoError(t, err)
+
+	h.store.FailNextSaves(1, nil)
+	_, err = h.add(ctx, "fail", 10, actors.WithRequestID("lost"))
+	require.Error(t, err)
+	require.True(t, actors.Retryable(err), "error %v should be retryable", err)
+	require.ErrorIs(t, err, actors.ErrUnavailable)
+
+	v, err := h.get(ctx, "fail")
+	require.NoError(t, err)
+	require.EqualValues(t, 5, v, "the next activation must see only durable state")
+
+	got, err := h.add(ctx, "fail", 10, actors.WithRequestID("lost"))
+	require.NoError(t, err)
+	require.EqualValues(t, 15, got.Value)
+	got, err = h.add(ctx, "fail", 10, actors.WithRequestID("lost"))
+	require.NoError(t, err)
+	require.EqualValues(t, 15, got.Value, "the retry must not apply twice")
+	stored, _ := h.stored("fail")
+	require.EqualValues(t, 15, stored)
+}
+
+// Writes queued behind a failing one fail with it and are never written.
+func TestLaterPendingWritesFailWithEarlierOne(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "chain", 1)
+	require.NoError(t, err)
+
+	release := h.store.BlockSaves()
+	h.store.FailNextSaves(1, nil)
+	saves0, _ := h.store.Stats()
+	const n = 5
+	replies := make(chan *ordopb.Reply, n)
+	for i := 0; i < n; i++ {
+		env, _ := actors.Envelope(ref("chain"), &testpb.Add{Delta: 1}, fmt.Sprintf("c%d", i))
+		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	}
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if s, _ := h.store.Stats(); s <= saves0 {
+			return errPending
+		}
+		return nil
+	})
+	release()
+	failures := 0
+	for i := 0; i < n; i++ {
+		r := <-replies
+		if r.GetError() != nil {
+			require.True(t, actors.Retryable(actors.ErrorFromProto(r.GetError())))
+			failures++
+		}
+	}
+	require.Positive(t, failures)
+	// Whatever succeeded is durable, and nothing else is.
+	v, err := h.get(ctx, "chain")
+	require.NoError(t, err)
+	stored, _ := h.stored("chain")
+	require.Equal(t, stored, v)
+	require.EqualValues(t, 1+n-failures, v)
+}
+
+// The same request ID, sent many times at once and again after
+// passivation, changes the state once and always gets the same reply.
+func TestExactlyOnce(t *testing.T) {
+	h := newHarness(t, func(c *actors.HostConfig) { c.IdleTimeout = 50 * time.Millisecond })
+	ctx := testCtx(t)
+	const n = 50
+	var wg sync.WaitGroup
+	values := make([]int64, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			v, err := h.add(ctx, "once", 7, actors.WithRequestID("the-one"))
+			values[i], errs[i] = v.GetValue(), err
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		require.NoError(t, errs[i])
+		require.EqualValues(t, 7, values[i])
+	}
+	require.EqualValues(t, 1, h.n.adds.Load(), "handler runs")
+
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if h.host.Stats().Passivations == 0 {
+			return errPending
+		}
+		return nil
+	})
+	v, err := h.add(ctx, "once", 7, actors.WithRequestID("the-one"))
+	require.NoError(t, err)
+	require.EqualValues(t, 7, v.Value)
+	require.EqualValues(t, 1, h.n.adds.Load(), "handler runs after reactivation")
+	require.GreaterOrEqual(t, h.host.Stats().Activations, uint64(2))
+}
+
+// Handler errors are rolled back, reach the caller with their code, and
+// are deduplicated like any reply.
+func TestHandlerErrorRollbackAndDedup(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("rej"), &testpb.Reject{Code: "insufficient_funds"}, actors.WithRequestID("r1"))
+	require.ErrorIs(t, err, actors.ErrHandler)
+	var ae *actors.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "insufficient_funds", ae.HandlerCode)
+	require.False(t, actors.Retryable(err))
+
+	v, gerr := h.get(ctx, "rej")
+	require.NoError(t, gerr)
+	require.Zero(t, v, "a failed handler's changes must be rolled back")
+
+	_, err2 := actors.Call[*testpb.Value](ctx, h.host, ref("rej"), &testpb.Reject{Code: "other"}, actors.WithRequestID("r1"))
+	require.Error(t, err2)
+	require.Equal(t, err.Error(), err2.Error(), "a retry gets the stored reply")
+	require.EqualValues(t, 1, h.n.rejects.Load())
+}
+
+// Fencing: a fence raised behind the host's back rejects the next write,
+// drops the shard, keeps the later state out of the store and gives the
+// caller a retryable error.
+func TestFencedWriteDropsShard(t *testing.T) {
+	var lost atomic.Int64
+	h := newHarness(t, func(c *actors.HostConfig) {
+		c.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
+	})
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "fence", 1)
+	require.NoError(t, err)
+	shard := actors.ShardOf(ref("fence"), h.cfg.Shards)
+
+	require.NoError(t, h.store.Fence(ctx, shard, 2)) // a newer owner appears
+	_, err = h.add(ctx, "fence", 100)
+	require.ErrorIs(t, err, actors.ErrFenced)
+	require.True(t, actors.Retryable(err))
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if lost.Load() != 1 {
+			return errorf("OnShardLost called %d times", lost.Load())
+		}
+		return nil
+	})
+	_, owned := h.host.Owned()[shard]
+	require.False(t, owned, "the fenced shard must be dropped")
+	v, _ := h.stored("fence")
+	require.EqualValues(t, 1, v, "the rejected write must not be visible")
+	require.EqualValues(t, 1, h.host.Stats().Batch.Fenced)
+
+	_, err = h.add(ctx, "fence", 100)
+	require.ErrorIs(t, err, actors.ErrNotHere)
+	v, _ = h.stored("fence")
+	require.EqualValues(t, 1, v)
+
+	// Owning it again at the new epoch works and sees the durable state.
+	require.NoError(t, h.host.Own(shard, 2))
+	got, err := h.add(ctx, "fence", 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, got.Value)
+}
+
+// An activation in a shard whose fence is already higher fails and drops
+// the shard without reading or writing.
+func TestActivationFencedDropsShard(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	shard := actors.ShardOf(ref("late"), h.cfg.Shards)
+	require.NoError(t, h.store.Fence(ctx, shard, 5))
+	_, err := h.add(ctx, "late", 1)
+	require.ErrorIs(t, err, actors.ErrFenced)
+	_, owned := h.host.Owned()[shard]
+	require.False(t, owned)
+}
+
+// The LRU cap bounds active entities (by count) and passivated state survives.
+func TestPassivationCapKeepsState(t *testing.T) {
+	const cap, n = 10, 100
+	h := newHarness(t, func(c *actors.HostConfig) { c.MaxActive = cap })
+	ctx := testCtx(t)
+	for i := 0; i < n; i++ {
+		_, err := h.add(ctx, fmt.Sprintf("e%03d", i), int64(i))
+		require.NoError(t, err)
+	}
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if a := h.host.Stats().Active; a > cap {
+			return errorf("%d active > cap %d", a, cap)
+		}
+		return nil
+	})
+	require.GreaterOrEqual(t, h.host.Stats().Passivations, uint64(n-cap))
+	for i := 0; i < n; i++ {
+		v, err := h.get(ctx, fmt.Sprintf("e%03d", i))
+		require.NoError(t, err)
+		require.EqualValues(t, i, v)
+	}
+}
+
+// Group commit: writes made while a Save is in flight share the next one.
+// With saves held back, 200 entities' writes take at most 2 Save calls
+// (the blocked one and one more), however the goroutines are scheduled.
+func TestGroupCommitCoalescesWrites(t *testing.T) {
+	h := newHarness(t, nil)
+	const entities = 200
+	release := h.store.BlockSaves()
+	defer release()
+	replies := make(chan *ordopb.Reply, entities)
+	for i := 0; i < entities; i++ {
+		env, _ := actors.Envelope(ref(fmt.Sprintf("g%d", i)), &testpb.Add{Delta: 1}, actors.NewRequestID())
+		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	}
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if w := h.host.Stats().Batch.Writes; w < entities {
+			return errorf("%d writes reached the batcher", w)
+		}
+		return nil
+	})
+	release()
+	for i := 0; i < entities; i++ {
+		require.Nil(t, (<-replies).GetError())
+	}
+	st := h.host.Stats().Batch
+	t.Logf("writes=%d saves=%d records=%d", st.Writes, st.Saves, st.Records)
+	require.EqualValues(t, entities, st.Records)
+	require.LessOrEqual(t, st.Saves, uint64(2))
+	saves, _ := h.store.Stats()
+	require.EqualValues(t, st.Saves, saves)
+}
+
+// Writes of one entity made while its earlier write is in flight coalesce
+// into one record: the newest snapshot covers the older ones.
+func TestGroupCommitCoalescesOneEntity(t *testing.T) {
+	h := newHarness(t, nil)
+	const n = 50
+	release := h.store.BlockSaves()
+	defer release()
+	replies := make(chan *ordopb.Reply, n)
+	for i := 0; i < n; i++ {
+		env, _ := actors.Envelope(ref("hot"), &testpb.Add{Delta: 1}, actors.NewRequestID())
+		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	}
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if w := h.host.Stats().Batch.Writes; w < n {
+			return errorf("%d writes reached the batcher", w)
+		}
+		return nil
+	})
+	release()
+	for i := 0; i < n; i++ {
+		require.Nil(t, (<-replies).GetError())
+	}
+	st := h.host.Stats().Batch
+	require.LessOrEqual(t, st.Saves, uint64(2))
+	require.LessOrEqual(t, st.Records, uint64(2))
+	v, _ := h.stored("hot")
+	require.EqualValues(t, n, v)
+}
+
+// Batch limits hold: no Save carries more than BatchMaxRecords records.
+func TestBatchLimitRecords(t *testing.T) {
+	h := newHarness(t, func(c *actors.HostConfig) { c.BatchMaxRecords = 4 })
+	h.store.DelaySaves(time.Millisecond)
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := h.add(ctx, fmt.Sprintf("b%d", i), 1); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	st := h.host.Stats().Batch
+	require.GreaterOrEqual(t, st.Saves*4, st.Records)
+	require.EqualValues(t, 64, st.Records)
+}
+
+// Entity-to-entity requests run as continuations and pass the output gate.
+func TestEntityToEntityRequest(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 3, RequestId: "fwd-1"})
+	require.NoError(t, err)
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		v, err := h.get(ctx, "dst")
+		if err != nil || v != 3 {
+			return errorf("dst=%d err=%v", v, err)
+		}
+		return nil
+	})
+	// The continuation's state change is written.
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		rec, err := h.store.Load(ctx, "counter", "src")
+		if err != nil {
+			return err
+		}
+		var er ordopb.EntityRecord
+		var c testpb.Counter
+		if err := protoUnmarshal(rec.Data, &er); err != nil {
+			return err
+		}
+		if err := protoUnmarshal(er.State, &c); err != nil {
+			return err
+		}
+		if c.Forwarded != 2 {
+			return errorf("forwarded=%d", c.Forwarded)
+		}
+		return nil
+	})
+	// Resending with the same ID (as a resumed saga would) applies nothing more.
+	_, err = actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 3, RequestId: "fwd-1"})
+	require.NoError(t, err)
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		rec, _ := h.store.Load(ctx, "counter", "src")
+		var er ordopb.EntityRecord
+		var c testpb.Counter
+		_ = protoUnmarshal(rec.Data, &er)
+		_ = protoUnmarshal(er.State, &c)
+		if c.Forwarded != 2 {
+			return errPending
+		}
+		return nil
+	})
+	v, err := h.get(ctx, "dst")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+}
+
+// Release drains: admitted calls finish, later ones get ErrNotHere, and
+// the shard's state is durable when Release returns.
+func TestReleaseDrains(t *testing.T) {
+	h := newHarness(t, func(c *actors.HostConfig) { c.Shards = 1 })
+	h.store.DelaySaves(time.Millisecond)
+	ctx := testCtx(t)
+	const n = 100
+	replies := make(chan *ordopb.Reply, n)
+	for i := 0; i < n; i++ {
+		env, _ := actors.Envelope(ref(fmt.Sprintf("d%d", i%10)), &testpb.Add{Delta: 1}, actors.NewRequestID())
+		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	}
+	require.NoError(t, h.host.Release(ctx, 0, 1))
+	ok := 0
+	for i := 0; i < n; i++ {
+		r := <-replies
+		if r.GetError() == nil {
+			ok++
+		} else {
+			require.Equal(t, ordopb.Code_CODE_NOT_HERE, r.GetError().GetCode())
+		}
+	}
+	require.Equal(t, n, ok, "every call admitted before Release must succeed")
+	total := int64(0)
+	for i := 0; i < 10; i++ {
+		v, _ := h.stored(fmt.Sprintf("d%d", i))
+		total += v
+	}
+	require.EqualValues(t, n, total)
+	_, err := h.add(ctx, "d0", 1)
+	require.ErrorIs(t, err, actors.ErrNotHere)
+	require.Zero(t, h.host.Stats().Active)
+}
+
+// Replies that reveal state are withheld while the lease is not valid.
+func TestLeaseInvalidWithholdsReplies(t *testing.T) {
+	var valid atomic.Bool
+	valid.Store(true)
+	h := newHarness(t, func(c *actors.HostConfig) { c.LeaseValid = valid.Load })
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "lease", 1, actors.WithRequestID("l1"))
+	require.NoError(t, err)
+	valid.Store(false)
+	_, err = h.add(ctx, "lease", 1, actors.WithRequestID("l2"))
+	require.ErrorIs(t, err, actors.ErrUnavailable)
+	_, err = h.get(ctx, "lease")
+	require.ErrorIs(t, err, actors.ErrUnavailable)
+	valid.Store(true)
+	v, err := h.add(ctx, "lease", 1, actors.WithRequestID("l2"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, v.Value, "the withheld write was applied once")
+}
+
+func TestBadRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	cases := []struct {
+		name string
+		env  *ordopb.Envelope
+		code ordopb.Code
+	}{
+		{"no target", &ordopb.Envelope{RequestId: "x"}, ordopb.Code_CODE_BAD_REQUEST},
+		{"empty id", mustEnv(t, actors.Ref{Kind: "counter"}, "x"), ordopb.Code_CODE_BAD_REQUEST},
+		{"unknown kind", mustEnv(t, actors.Ref{Kind: "nope", ID: "a"}, "x"), ordopb.Code_CODE_UNKNOWN_KIND},
+		{"no request id", mustEnv(t, ref("a"), ""), ordopb.Code_CODE_BAD_REQUEST},
+		{"no payload", &ordopb.Envelope{Target: ref("a").Proto(), RequestId: "x"}, ordopb.Code_CODE_BAD_REQUEST},
+		{"unknown message", func() *ordopb.Envelope {
+			env, _ := actors.Envelope(ref("a"), &testpb.Echo{}, "x")
+			return env
+		}(), ordopb.Code_CODE_BAD_REQUEST},
+		{"undecodable payload", func() *ordopb.Envelope {
+			env, _ := actors.Envelope(ref("a"), &testpb.Add{}, "x")
+			env.Payload.Value = []byte{0xff, 0xff, 0xff}
+			return env
+		}(), ordopb.Code_CODE_BAD_REQUEST},
+		{"past deadline", func() *ordopb.Envelope {
+			env, _ := actors.Envelope(ref("a"), &testpb.Add{}, "x")
+			env.DeadlineUnixNano = 1
+			return env
+		}(), ordopb.Code_CODE_DEADLINE},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := h.host.Invoke(ctx, c.env)
+			require.NoError(t, err)
+			require.Equal(t, c.code, r.GetError().GetCode(), "reply %v", r)
+		})
+	}
+	v, err := h.get(ctx, "a")
+	require.NoError(t, err)
+	require.Zero(t, v, "bad requests must change nothing")
+}
+
+func mustEnv(t *testing.T, r actors.Ref, id string) *ordopb.Envelope {
+	env, err := actors.Envelope(actors.Ref{Kind: "counter", ID: "ok"}, &testpb.Add{Delta: 1}, id)
+	require.NoError(t, err)
+	env.Target = r.Proto()
+	return env
+}
+
+func TestErrorsKeepIdentityAcrossTheWire(t *testing.T) {
+	for _, sentinel := range []error{actors.ErrUnknownKind, actors.ErrNotHere, actors.ErrFenced, actors.ErrDeadline,
+		actors.ErrBadRequest, actors.ErrUnavailable, actors.ErrInternal} {
+		wrapped := fmt.Errorf("context: %w", sentinel)
+		back := actors.ErrorFromProto(actors.ErrorToProto(wrapped))
+		require.ErrorIs(t, back, sentinel)
+	}
+	fe := &persistence.FencedError{Shard: 3, Have: 1, Want: 2}
+	require.ErrorIs(t, actors.ErrorFromProto(actors.ErrorToProto(fe)), actors.ErrFenced)
+	he := actors.HandlerError("insufficient_funds", "balance %d < %d", 1, 2)
+	back := actors.ErrorFromProto(actors.ErrorToProto(he))
+	require.ErrorIs(t, back, actors.ErrHandler)
+	var ae *actors.Error
+	require.True(t, errors.As(back, &ae))
+	require.Equal(t, "insufficient_funds", ae.HandlerCode)
+	require.Equal(t, "balance 1 < 2", ae.Message)
+	require.ErrorIs(t, actors.ErrorFromProto(actors.ErrorToProto(context.DeadlineExceeded)), context.DeadlineExceeded)
+	require.Nil(t, actors.ErrorFromProto(nil))
+}
+
+func TestConfigAndKindValidation(t *testing.T) {
+	cfg := actors.DefaultHostConfig()
+	require.NoError(t, cfg.Validate())
+	cfg.Shards = 0
+	require.Error(t, cfg.Validate())
+	_, err := actors.NewKind("Bad Name", func() *testpb.Counter { return nil })
+	require.Error(t, err)
+	_, err = actors.NewKind("dup", func() *testpb.Counter { return nil },
+		actors.OnRead(func(*ctxC, *testpb.Get) (*testpb.Value, error) { return nil, nil }),
+		actors.OnRead(func(*ctxC, *testpb.Get) (*testpb.Value, error) { return nil, nil }))
+	require.Error(t, err)
+	_, err = actors.NewHost(actors.DefaultHostConfig(), nil)
+	require.Error(t, err)
+	_, err = actors.NewRef("counter", string([]byte{0xff}))
+	require.ErrorIs(t, err, persistence.ErrInvalid)
+	_, err = actors.NewRef("counter", string(make([]byte, persistence.MaxIDLen+1)))
+	require.ErrorIs(t, err, persistence.ErrInvalid)
+}
+
+// ShardOf is a stable contract: pin a few values.
+func TestShardOfIsStable(t *testing.T) {
+	require.Equal(t, actors.ShardOf(actors.Ref{Kind: "account", ID: "acct-000001"}, 256),
+		actors.ShardOf(actors.Ref{Kind: "account", ID: "acct-000001"}, 256))
+	got := []uint32{
+		actors.ShardOf(actors.Ref{Kind: "account", ID: "acct-000000"}, 256),
+		actors.ShardOf(actors.Ref{Kind: "account", ID: "acct-000001"}, 256),
+		actors.ShardOf(actors.Ref{Kind: "transfer", ID: "t-1"}, 256),
+	}
+	t.Logf("pinned shards: %v", got)
+	require.Equal(t, pinnedShards, got)
+}

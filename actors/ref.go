@@ -1,0 +1,57 @@
+package actors
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+)
+
+// Ref names one entity: a kind and an ID within it. The zero Ref is
+// invalid. Refs are values and safe to share.
+type Ref struct {
+	Kind string
+	ID   string
+}
+
+// NewRef returns a validated Ref. Kind and ID must be non-empty, valid
+// UTF-8, free of NUL bytes, and at most persistence.MaxKindLen and
+// persistence.MaxIDLen bytes long.
+func NewRef(kind, id string) (Ref, error) {
+	r := Ref{Kind: kind, ID: id}
+	return r, r.Validate()
+}
+
+// Validate reports whether r is well formed (see NewRef).
+func (r Ref) Validate() error {
+	if err := persistence.ValidateKey(r.Kind, r.ID); err != nil {
+		return fmt.Errorf("actors: invalid ref %q/%q: %w", r.Kind, r.ID, err)
+	}
+	return nil
+}
+
+// String returns "kind/id".
+func (r Ref) String() string { return r.Kind + "/" + r.ID }
+
+// Proto returns the wire form of r.
+func (r Ref) Proto() *ordopb.EntityRef { return &ordopb.EntityRef{Kind: r.Kind, Id: r.ID} }
+
+// RefFromProto converts and validates a wire ref.
+func RefFromProto(p *ordopb.EntityRef) (Ref, error) {
+	if p == nil {
+		return Ref{}, fmt.Errorf("actors: missing ref: %w", persistence.ErrInvalid)
+	}
+	return NewRef(p.GetKind(), p.GetId())
+}
+
+// ShardOf returns the shard of r among shards shards: the 64-bit FNV-1a
+// hash of the kind, a zero byte and the ID, modulo shards. This function is
+// part of ordo's stable contract: every node and client must agree on it.
+func ShardOf(r Ref, shards int) uint32 {
+	h := fnv.New64a()
+	h.Write([]byte(r.Kind))
+	h.Write([]byte{0})
+	h.Write([]byte(r.ID))
+	return uint32(h.Sum64() % uint64(shards))
+}

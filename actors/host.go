@@ -76,7 +76,7 @@ type entry struct {
 	evict  bool         // asked to passivate (guarded by Host.mu)
 	// stopped is closed when the actor has stopped, whatever the reason.
 	stopped chan struct{}
-	gone   bool         // removed from the host's maps (guarded by Host.mu)
+	gone    bool // removed from the host's maps (guarded by Host.mu)
 }
 
 // call is one admitted request; its reply is delivered exactly once.

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -48,6 +49,7 @@ type entity struct {
 	durable   uint64 // highest sequence number known durable
 	lastState []byte // encoded state as of the last write or load
 	recent    []*ordopb.DedupEntry
+	recentEnc [][]byte // recent[i] encoded as field 4 of EntityRecord
 	recentIdx map[string]*ordopb.Reply
 
 	held     []held // replies and messages waiting for durability, in order
@@ -220,14 +222,33 @@ func (e *entity) remember(id string, rep *ordopb.Reply) {
 	if e.recentIdx == nil {
 		e.recentIdx = make(map[string]*ordopb.Reply)
 	}
-	e.recent = append(e.recent, &ordopb.DedupEntry{RequestId: id, Reply: rep})
+	d := &ordopb.DedupEntry{RequestId: id, Reply: rep}
+	e.recent = append(e.recent, d)
+	e.recentEnc = append(e.recentEnc, encodeRecent(d))
 	e.recentIdx[id] = rep
 	if over := len(e.recent) - e.h.cfg.DedupWindow; over > 0 {
 		for _, d := range e.recent[:over] {
 			delete(e.recentIdx, d.GetRequestId())
 		}
 		e.recent = append(e.recent[:0], e.recent[over:]...)
+		e.recentEnc = append(e.recentEnc[:0], e.recentEnc[over:]...)
 	}
+}
+
+// recentField is the field number of EntityRecord.recent.
+const recentField = 4
+
+// encodeRecent encodes one dedup entry as an EntityRecord.recent field, so
+// that a record is its scalar fields followed by the entries' bytes,
+// without re-encoding the whole window on every write.
+func encodeRecent(d *ordopb.DedupEntry) []byte {
+	body, err := proto.Marshal(d)
+	if err != nil {
+		// Every field of a DedupEntry is encodable; failing here is a bug.
+		panic(fmt.Sprintf("actors: encoding dedup entry: %v", err))
+	}
+	b := protowire.AppendTag(make([]byte, 0, len(body)+8), recentField, protowire.BytesType)
+	return protowire.AppendBytes(b, body)
 }
 
 // persist encodes the entity's record and hands it to the batcher.
@@ -237,9 +258,17 @@ func (e *entity) persist() error {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
 	}
 	e.seq++
-	data, err := deterministic.Marshal(&ordopb.EntityRecord{State: state, Epoch: e.epoch, Seq: e.seq, Recent: e.recent})
+	size := len(state) + 32
+	for _, b := range e.recentEnc {
+		size += len(b)
+	}
+	data, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, size),
+		&ordopb.EntityRecord{State: state, Epoch: e.epoch, Seq: e.seq})
 	if err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding record of %s: %v", e.ref, err)
+	}
+	for _, b := range e.recentEnc {
+		data = append(data, b...)
 	}
 	e.lastState = state
 	gen, seq, pid, root := e.gen, e.seq, e.self, e.h.system.Root
@@ -329,7 +358,7 @@ func (e *entity) restart(cause error) {
 	e.failHeld(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
 	e.conts = nil
 	e.loaded = false
-	e.recent, e.recentIdx = nil, nil
+	e.recent, e.recentEnc, e.recentIdx = nil, nil, nil
 	e.seq, e.durable = 0, 0
 }
 
@@ -365,9 +394,11 @@ func (e *entity) activate() error {
 	}
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.recent = stored.GetRecent()
+	e.recentEnc = make([][]byte, len(e.recent))
 	e.recentIdx = make(map[string]*ordopb.Reply, len(e.recent))
-	for _, d := range e.recent {
+	for i, d := range e.recent {
 		e.recentIdx[d.GetRequestId()] = d.GetReply()
+		e.recentEnc[i] = encodeRecent(d)
 	}
 	e.loaded = true
 	e.outbox = e.outbox[:0]

@@ -1,0 +1,148 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"github.com/ordo-actors/ordo/proto/testpb"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// BenchmarkRequestReply compares one entity call through a Host with a raw
+// protoactor RequestFuture to a plain actor carrying the same envelope and
+// reply, run side by side in the same benchmark. throughput-ratio is
+// raw ns/call ÷ ordo ns/call (1.0 means as fast as raw protoactor).
+func BenchmarkRequestReply(b *testing.B) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	defer system.Shutdown()
+	payload, _ := anypb.New(&testpb.Value{Value: 1})
+	reply := &ordopb.Reply{Payload: payload}
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if env, ok := c.Message().(*ordopb.Envelope); ok {
+			r := &ordopb.Reply{RequestId: env.RequestId, Payload: reply.Payload}
+			c.Respond(r)
+		}
+	}))
+
+	for _, op := range []string{"read", "write"} {
+		b.Run(op, func(b *testing.B) {
+			h := newHarness(b, nil)
+			ctx := context.Background()
+			var msg = func() *ordopb.Envelope {
+				var env *ordopb.Envelope
+				if op == "read" {
+					env, _ = actors.Envelope(ref("bench"), &testpb.Get{}, actors.NewRequestID())
+				} else {
+					env, _ = actors.Envelope(ref("bench"), &testpb.Add{Delta: 1}, actors.NewRequestID())
+				}
+				return env
+			}
+			if _, err := h.host.Invoke(ctx, msg()); err != nil { // activate
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				if _, err := system.Root.RequestFuture(pid, msg(), 10*time.Second).Result(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			raw := time.Since(start)
+			start = time.Now()
+			for i := 0; i < b.N; i++ {
+				r, err := h.host.Invoke(ctx, msg())
+				if err != nil || r.GetError() != nil {
+					b.Fatal(err, r.GetError())
+				}
+			}
+			ordo := time.Since(start)
+			b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/call")
+			b.ReportMetric(float64(ordo.Nanoseconds())/float64(b.N), "ordo-ns/call")
+			b.ReportMetric(float64(raw)/float64(ordo), "throughput-ratio")
+		})
+	}
+}
+
+// BenchmarkGroupCommit measures entity writes/s and writes per Save with 256
+// concurrent writers on distinct entities, for batch limits 1, 64 and 512,
+// against a store that answers at once and one with 1 ms per Save.
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, delay := range []time.Duration{0, time.Millisecond} {
+		for _, limit := range []int{1, 64, 512} {
+			b.Run(fmt.Sprintf("delay=%v/limit=%d", delay, limit), func(b *testing.B) {
+				h := newHarness(b, func(c *actors.HostConfig) { c.BatchMaxRecords = limit })
+				h.store.DelaySaves(delay)
+				const writers = 256
+				ctx := context.Background()
+				per := b.N/writers + 1
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for w := 0; w < writers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for i := 0; i < per; i++ {
+							if _, err := h.add(ctx, fmt.Sprintf("w%d", w), 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}(w)
+				}
+				wg.Wait()
+				el := time.Since(start)
+				st := h.host.Stats().Batch
+				b.ReportMetric(float64(st.Writes)/el.Seconds(), "writes/s")
+				b.ReportMetric(float64(st.Writes)/float64(st.Saves), "writes/save")
+				b.ReportMetric(float64(st.Records)/float64(st.Saves), "records/save")
+			})
+		}
+	}
+}
+
+// BenchmarkIdleEntityMemory activates 100k entities (one write each) and
+// reports the heap bytes each idle active entity costs.
+func BenchmarkIdleEntityMemory(b *testing.B) {
+	const n = 100_000
+	for i := 0; i < b.N; i++ {
+		h := newHarness(b, func(c *actors.HostConfig) { c.MaxActive = 2 * n })
+		ctx := context.Background()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 512)
+		for j := 0; j < n; j++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(j int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if _, err := h.add(ctx, fmt.Sprintf("m%06d", j), 1); err != nil {
+					b.Error(err)
+				}
+			}(j)
+		}
+		wg.Wait()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if a := h.host.Stats().Active; a != n {
+			b.Fatalf("%d active, want %d", a, n)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/entity")
+		ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+		_ = h.host.Shutdown(ctx2)
+		cancel()
+	}
+}

@@ -64,6 +64,7 @@ type batcher struct {
 	maxBytes   int
 	maxDelay   time.Duration
 	timeout    time.Duration
+	onBatch    func(int)
 
 	in     chan write
 	cancel chan cancelReq
@@ -87,6 +88,7 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 		maxBytes:   cfg.BatchMaxBytes,
 		maxDelay:   cfg.BatchMaxDelay,
 		timeout:    cfg.StoreTimeout,
+		onBatch:    cfg.OnBatch,
 		in:         make(chan write, 1024),
 		cancel:     make(chan cancelReq),
 		stop:       make(chan struct{}),
@@ -209,6 +211,9 @@ func (b *batcher) run(parent context.Context) {
 		b.stats.Saves++
 		b.stats.Records += uint64(len(recs))
 		b.statsMu.Unlock()
+		if b.onBatch != nil {
+			b.onBatch(len(recs))
+		}
 		go func() {
 			sctx, cancel := context.WithTimeout(ctx, b.timeout)
 			defer cancel()

@@ -57,6 +57,9 @@ type HostConfig struct {
 	// when a shard is dropped because the store rejected a write or fence
 	// with ErrFenced: placement should give the shard up.
 	OnShardLost func(shard uint32, epoch int64, err error)
+	// OnBatch, when set, is called with the record count of every Save the
+	// batcher makes (from the batcher's goroutine; it must not block).
+	OnBatch func(records int)
 	// Logger receives the host's logs. Default slog.Default().
 	Logger *slog.Logger
 }

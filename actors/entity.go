@@ -83,6 +83,7 @@ func (e *entity) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 		}
 	}()
+	e.h.waitIfPaused()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		e.self = ctx.Self()

@@ -49,6 +49,10 @@ type Host struct {
 
 	activations  atomic.Uint64
 	passivations atomic.Uint64
+
+	// paused, when non-nil, is a channel entities wait on before handling
+	// any message (a fault hook; see Pause).
+	paused atomic.Pointer[chan struct{}]
 }
 
 // shardState is one owned shard. Fields are guarded by Host.mu except
@@ -164,6 +168,7 @@ func (h *Host) Start(ctx context.Context) error {
 func (h *Host) Shutdown(ctx context.Context) error {
 	var err error
 	h.stopOnce.Do(func() {
+		h.Resume()
 		h.mu.Lock()
 		started := h.started
 		owned := make(map[uint32]int64, len(h.shards))
@@ -539,6 +544,28 @@ func (h *Host) Stats() HostStats {
 		s.Batch = h.batcher.Stats()
 	}
 	return s
+}
+
+// Pause freezes every entity: each waits before handling its next message
+// until Resume. It is a fault hook for tests and chaos tooling that
+// simulates a stopped process (a long GC pause, SIGSTOP); it costs one
+// atomic load per message when unused.
+func (h *Host) Pause() {
+	ch := make(chan struct{})
+	h.paused.CompareAndSwap(nil, &ch)
+}
+
+// Resume ends a Pause.
+func (h *Host) Resume() {
+	if ch := h.paused.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+func (h *Host) waitIfPaused() {
+	if ch := h.paused.Load(); ch != nil {
+		<-*ch
+	}
 }
 
 // localRouter routes entity-to-entity messages within one host.

@@ -445,5 +445,5 @@ func ExampleCheck() {
 	// exactly_once pass
 	// non_negative pass
 	// linearizable fail
-	// linearizable acct-000000 no sequential order of the account's 3 ops fits their intervals (longest linearizable prefix: 2 ops)
+	// linearizable acct-000000 no sequential order of the account's 3 ops fits their intervals
 }

@@ -40,10 +40,19 @@
 // insufficient funds (history.IsInsufficientFunds) contributes a rejection
 // on From, legal only when the balance is below the amount at its
 // linearization point; other rejections contribute nothing. Ok reads must
-// return the balance; unknown reads are dropped. A search that exceeds
-// Input.Timeout gives status unknown, distinct from an illegal history.
-// When the history is illegal and Input.VisualizationPath is set, the
-// porcupine HTML visualisation of the failing accounts is written there.
+// return the balance; unknown reads are dropped.
+//
+// Accounts are checked in parallel, one porcupine search each, so a verdict
+// names the accounts that fail. Open-ended ops make the search exponential,
+// so an account with resolved-unknown transfers is first searched for a
+// narrowed witness: each open op's effect is placed either while its client
+// waited or after the run (or left open), decided in call order on short
+// sub-histories. A narrowed history that porcupine accepts proves the
+// account linearizable, because narrowing only removes candidate orders;
+// when no witness is found the exact open-ended search decides. A search
+// that exceeds Input.Timeout gives status unknown, distinct from an illegal
+// history. When accounts are illegal and Input.VisualizationPath is set, the
+// porcupine HTML visualisation of those accounts is written there.
 //
 // Check is safe for concurrent use; it does not modify its input.
 package check

@@ -45,6 +45,7 @@ type Input struct {
 	// re-submitting it with the same ID; see Resolve.
 	Resolved map[string]history.Outcome
 	// Timeout bounds the linearizability search; zero means DefaultTimeout.
+	// Writing a visualisation may take up to a second more.
 	Timeout time.Duration
 	// VisualizationPath, when not empty, is where the porcupine HTML
 	// visualisation is written if the history is not linearizable.

@@ -340,7 +340,11 @@ func (c *checker) checkLinearizable() {
 		return
 	}
 	// Visualise only the failing accounts: the file stays small and to the point.
-	_, info := porcupine.CheckOperationsVerbose(model, toPorcupine(failedOps, c.in.Ops, nil), timeout)
+	// The failing accounts were decided by the exact search, which found
+	// them illegal within the budget; give the re-run what is left of it,
+	// but at least a second, and visualise whatever it found.
+	budget := max(time.Until(deadline), time.Second)
+	_, info := porcupine.CheckOperationsVerbose(model, toPorcupine(failedOps, c.in.Ops, nil), budget)
 	if err := porcupine.VisualizePath(model, info, c.in.VisualizationPath); err != nil {
 		inv.Details += fmt.Sprintf("; writing visualisation: %v", err)
 		return

@@ -193,9 +193,10 @@ const witnessLookahead = 5
 
 // witness looks for a linearization of an account with open ops by
 // narrowing each open op's effect to one window. It decides the open ops in
-// call order, each on the sub-history of ops called before the next open
-// op: during the client's wait if that sub-history is linearizable, else
-// after the run, else left open-ended. Narrowing only removes candidate
+// call order, each on the sub-history of ops called before the
+// witnessLookahead-th next open op (those later open ops still open-ended):
+// during the client's wait if that sub-history is linearizable, else after
+// the run, else left open-ended. Narrowing only removes candidate
 // orders, so a narrowed history that porcupine accepts proves the account
 // linearizable; a failure proves nothing.
 func (c *checker) witness(model porcupine.Model, ls []lop, deadline time.Time) bool {

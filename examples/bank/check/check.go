@@ -216,7 +216,7 @@ func (c *checker) checkFinal() {
 		}
 		return
 	}
-	n := max(c.in.Accounts, 0)
+	n := min(max(c.in.Accounts, 0), history.MaxAccounts)
 	expected := make([]int64, n)
 	for i := range expected {
 		expected[i] = c.in.InitialBalance

@@ -482,3 +482,25 @@ func TestNoFinalBalances(t *testing.T) {
 		t.Fatalf("without final balances: %v, OK() = %v\n%s", got, r.OK(), r)
 	}
 }
+
+func TestBadInputDoesNotPanic(t *testing.T) {
+	ops := []history.Op{
+		{},
+		{Op: history.OpTransfer, ID: "t1", From: "x", To: "y", Amount: -1, Call: 5, Ret: 1, Outcome: "maybe"},
+		xfer(0, "t2", 0, 1, 10, 10, 20, history.OK, ""),
+		read(0, 3, 10, 20, 7),
+	}
+	for _, accounts := range []int{-1, 0, 1, history.MaxAccounts + 1} {
+		r := check.Check(check.Input{Ops: ops, Accounts: accounts, InitialBalance: -5,
+			Final: map[string]int64{"nope": 1, acct(0): 3}, Resolved: map[string]history.Outcome{"zz": "?"}})
+		if r.OK() {
+			t.Fatalf("accounts %d: bad input passed:\n%s", accounts, r)
+		}
+		if inv, _ := r.Invariant(check.InvHistory); inv.Status != check.StatusFail {
+			t.Fatalf("accounts %d: history = %s", accounts, inv.Status)
+		}
+	}
+	if r := check.Check(check.Input{}); r.OK() {
+		t.Fatalf("empty input passed:\n%s", r)
+	}
+}

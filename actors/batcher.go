@@ -33,6 +33,12 @@ type poison struct {
 	err   error
 }
 
+// batchOp is a write or a cancel.
+type batchOp struct {
+	w      write
+	cancel *cancelReq
+}
+
 type cancelReq struct {
 	ref   Ref
 	shard uint32
@@ -66,8 +72,9 @@ type batcher struct {
 	timeout    time.Duration
 	onBatch    func(int)
 
-	in     chan write
-	cancel chan cancelReq
+	// in carries writes and cancels in one channel, so that a cancel never
+	// overtakes a write the same entity submitted before it.
+	in     chan batchOp
 	stop   chan struct{}
 	done   chan struct{}
 
@@ -89,8 +96,7 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 		maxDelay:   cfg.BatchMaxDelay,
 		timeout:    cfg.StoreTimeout,
 		onBatch:    cfg.OnBatch,
-		in:         make(chan write, 1024),
-		cancel:     make(chan cancelReq),
+		in:         make(chan batchOp, 1024),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -100,7 +106,13 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 // continuously. After close, w fails with ErrClosed.
 func (b *batcher) submit(w write) {
 	select {
-	case b.in <- w:
+	case <-b.done:
+		w.done(ErrClosed)
+		return
+	default:
+	}
+	select {
+	case b.in <- batchOp{w: w}:
 	case <-b.done:
 		w.done(ErrClosed)
 	}
@@ -116,7 +128,7 @@ func (b *batcher) cancelShard(shard uint32) { b.doCancel(cancelReq{shard: shard,
 func (b *batcher) doCancel(r cancelReq) {
 	r.ack = make(chan struct{})
 	select {
-	case b.cancel <- r:
+	case b.in <- batchOp{cancel: &r}:
 		select {
 		case <-r.ack:
 		case <-b.done:
@@ -242,7 +254,28 @@ func (b *batcher) run(parent context.Context) {
 		}
 
 		select {
-		case w := <-b.in:
+		case op := <-b.in:
+			if op.cancel != nil {
+				r := *op.cancel
+				if r.all {
+					failQueued(func(p *pending) bool { return p.rec.Shard == r.shard }, errWriteCanceled)
+					for ref, p := range poisoned {
+						if p.shard == r.shard {
+							delete(poisoned, ref)
+						}
+					}
+				} else {
+					failQueued(func(p *pending) bool { return p.rec.Kind == r.ref.Kind && p.rec.ID == r.ref.ID }, errWriteCanceled)
+					delete(poisoned, r.ref)
+				}
+				if inFlightMatch(r) {
+					waiting = append(waiting, r)
+				} else {
+					close(r.ack)
+				}
+				continue
+			}
+			w := op.w
 			b.statsMu.Lock()
 			b.stats.Writes++
 			b.statsMu.Unlock()
@@ -268,24 +301,6 @@ func (b *batcher) run(parent context.Context) {
 
 		case <-timerC:
 			timerC = nil
-
-		case r := <-b.cancel:
-			if r.all {
-				failQueued(func(p *pending) bool { return p.rec.Shard == r.shard }, errWriteCanceled)
-				for ref, p := range poisoned {
-					if p.shard == r.shard {
-						delete(poisoned, ref)
-					}
-				}
-			} else {
-				failQueued(func(p *pending) bool { return p.rec.Kind == r.ref.Kind && p.rec.ID == r.ref.ID }, errWriteCanceled)
-				delete(poisoned, r.ref)
-			}
-			if inFlightMatch(r) {
-				waiting = append(waiting, r)
-			} else {
-				close(r.ack)
-			}
 
 		case res := <-results:
 			var fenced, failed uint64
@@ -345,8 +360,12 @@ func (b *batcher) run(parent context.Context) {
 			// Fail writes that raced with the stop.
 			for {
 				select {
-				case w := <-b.in:
-					w.done(ErrClosed)
+				case op := <-b.in:
+					if op.cancel != nil {
+						close(op.cancel.ack)
+					} else {
+						op.w.done(ErrClosed)
+					}
 				default:
 					return
 				}

@@ -42,7 +42,8 @@ func Envelope(ref Ref, msg proto.Message, requestID string) (*ordopb.Envelope, e
 	if err := ref.Validate(); err != nil {
 		return nil, &Error{Code: ordopb.Code_CODE_BAD_REQUEST, Message: err.Error()}
 	}
-	payload, err := anypb.New(msg)
+	payload := new(anypb.Any)
+	err := anypb.MarshalFrom(payload, msg, proto.MarshalOptions{Deterministic: true})
 	if err != nil {
 		return nil, &Error{Code: ordopb.Code_CODE_BAD_REQUEST, Message: fmt.Sprintf("encoding %T: %v", msg, err)}
 	}

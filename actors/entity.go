@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"hash/fnv"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -50,7 +51,7 @@ type entity struct {
 	lastState []byte // encoded state as of the last write or load
 	recent    []*ordopb.DedupEntry
 	recentEnc [][]byte // recent[i] encoded as field 4 of EntityRecord
-	recentIdx map[string]*ordopb.Reply
+	recentIdx map[string]*ordopb.DedupEntry
 
 	held     []held // replies and messages waiting for durability, in order
 	outbox   []*outMsg
@@ -136,8 +137,14 @@ func (e *entity) handleInvoke(c *call) {
 		}
 	}
 	id := env.GetRequestId()
-	if rep, ok := e.recentIdx[id]; ok {
-		e.hold(e.seq, c, rep, nil)
+	hash := payloadHash(env.GetPayload())
+	if d, ok := e.recentIdx[id]; ok {
+		if d.GetPayloadHash() != hash {
+			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST,
+				"request ID %q was already used for a different request to %s", id, e.ref)))
+			return
+		}
+		e.hold(e.seq, c, d.GetReply(), nil)
 		return
 	}
 	name := env.GetPayload().MessageName()
@@ -179,7 +186,7 @@ func (e *entity) handleInvoke(c *call) {
 		e.hold(e.seq, c, rep, nil)
 		return
 	}
-	e.remember(id, rep)
+	e.remember(id, hash, rep)
 	if err := e.persist(); err != nil {
 		e.h.finish(c, errReply(env, err))
 		e.restart(err)
@@ -219,14 +226,14 @@ func (e *entity) rollback() {
 }
 
 // remember records the reply to request id in the dedup window.
-func (e *entity) remember(id string, rep *ordopb.Reply) {
+func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
 	if e.recentIdx == nil {
-		e.recentIdx = make(map[string]*ordopb.Reply)
+		e.recentIdx = make(map[string]*ordopb.DedupEntry)
 	}
-	d := &ordopb.DedupEntry{RequestId: id, Reply: rep}
+	d := &ordopb.DedupEntry{RequestId: id, Reply: rep, PayloadHash: hash}
 	e.recent = append(e.recent, d)
 	e.recentEnc = append(e.recentEnc, encodeRecent(d))
-	e.recentIdx[id] = rep
+	e.recentIdx[id] = d
 	if over := len(e.recent) - e.h.cfg.DedupWindow; over > 0 {
 		for _, d := range e.recent[:over] {
 			delete(e.recentIdx, d.GetRequestId())
@@ -234,6 +241,16 @@ func (e *entity) remember(id string, rep *ordopb.Reply) {
 		e.recent = append(e.recent[:0], e.recent[over:]...)
 		e.recentEnc = append(e.recentEnc[:0], e.recentEnc[over:]...)
 	}
+}
+
+// payloadHash identifies a request's payload for dedup: FNV-1a 64 over
+// the type URL, a zero byte and the serialized message.
+func payloadHash(p *anypb.Any) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p.GetTypeUrl()))
+	h.Write([]byte{0})
+	h.Write(p.GetValue())
+	return h.Sum64()
 }
 
 // recentField is the field number of EntityRecord.recent.
@@ -396,9 +413,9 @@ func (e *entity) activate() error {
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.recent = stored.GetRecent()
 	e.recentEnc = make([][]byte, len(e.recent))
-	e.recentIdx = make(map[string]*ordopb.Reply, len(e.recent))
+	e.recentIdx = make(map[string]*ordopb.DedupEntry, len(e.recent))
 	for i, d := range e.recent {
-		e.recentIdx[d.GetRequestId()] = d.GetReply()
+		e.recentIdx[d.GetRequestId()] = d
 		e.recentEnc[i] = encodeRecent(d)
 	}
 	e.loaded = true

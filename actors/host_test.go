@@ -229,9 +229,15 @@ func TestHandlerErrorRollbackAndDedup(t *testing.T) {
 	require.NoError(t, gerr)
 	require.Zero(t, v, "a failed handler's changes must be rolled back")
 
-	_, err2 := actors.Call[*testpb.Value](ctx, h.host, ref("rej"), &testpb.Reject{Code: "other"}, actors.WithRequestID("r1"))
+	_, err2 := actors.Call[*testpb.Value](ctx, h.host, ref("rej"), &testpb.Reject{Code: "insufficient_funds"}, actors.WithRequestID("r1"))
 	require.Error(t, err2)
 	require.Equal(t, err.Error(), err2.Error(), "a retry gets the stored reply")
+	require.EqualValues(t, 1, h.n.rejects.Load())
+
+	// The same request ID for a different request is refused, not answered
+	// with the first request's reply.
+	_, err3 := actors.Call[*testpb.Value](ctx, h.host, ref("rej"), &testpb.Reject{Code: "other"}, actors.WithRequestID("r1"))
+	require.ErrorIs(t, err3, actors.ErrBadRequest)
 	require.EqualValues(t, 1, h.n.rejects.Load())
 }
 

@@ -354,9 +354,13 @@ func (x *Reply) GetError() *Error {
 
 // DedupEntry remembers the reply to one applied request.
 type DedupEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Reply         *Reply                 `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reply     *Reply                 `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	// FNV-1a 64 of the request's payload type URL and bytes: a request ID
+	// reused for a different request is refused instead of answered with the
+	// other request's reply.
+	PayloadHash   uint64 `protobuf:"fixed64,3,opt,name=payload_hash,json=payloadHash,proto3" json:"payload_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +407,13 @@ func (x *DedupEntry) GetReply() *Reply {
 		return x.Reply
 	}
 	return nil
+}
+
+func (x *DedupEntry) GetPayloadHash() uint64 {
+	if x != nil {
+		return x.PayloadHash
+	}
+	return 0
 }
 
 // EntityRecord is what storage keeps for one entity: its state and the
@@ -501,12 +512,13 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
 	"\apayload\x18\x02 \x01(\v2\x14.google.protobuf.AnyR\apayload\x12$\n" +
-	"\x05error\x18\x03 \x01(\v2\x0e.ordo.v1.ErrorR\x05error\"Q\n" +
+	"\x05error\x18\x03 \x01(\v2\x0e.ordo.v1.ErrorR\x05error\"t\n" +
 	"\n" +
 	"DedupEntry\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
-	"\x05reply\x18\x02 \x01(\v2\x0e.ordo.v1.ReplyR\x05reply\"y\n" +
+	"\x05reply\x18\x02 \x01(\v2\x0e.ordo.v1.ReplyR\x05reply\x12!\n" +
+	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"y\n" +
 	"\fEntityRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +

@@ -1,0 +1,170 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newHost(t *testing.T) *actors.Host {
+	t.Helper()
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 16
+	h, err := actors.NewHost(cfg, memory.New(), ledger.Account, ledger.Transfer)
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	for s := 0; s < cfg.Shards; s++ {
+		require.NoError(t, h.Own(uint32(s), 1))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, h.Shutdown(ctx))
+	})
+	return h
+}
+
+func open(t *testing.T, h *actors.Host, id string, initial int64) {
+	t.Helper()
+	_, err := actors.Call[*bankpb.Balance](context.Background(), h, ledger.AccountRef(id), &bankpb.Open{Initial: initial})
+	require.NoError(t, err)
+}
+
+func balance(t *testing.T, h *actors.Host, id string) int64 {
+	t.Helper()
+	b, err := actors.Call[*bankpb.Balance](context.Background(), h, ledger.AccountRef(id), &bankpb.GetBalance{})
+	require.NoError(t, err)
+	return b.Amount
+}
+
+func TestTransferOutcomes(t *testing.T) {
+	h := newHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open(t, h, "a", 100)
+	open(t, h, "b", 0)
+
+	st, err := ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, st.Status)
+	require.EqualValues(t, 70, balance(t, h, "a"))
+	require.EqualValues(t, 30, balance(t, h, "b"))
+
+	// Resubmitting the same transfer applies nothing more.
+	st, err = ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, st.Status)
+	require.EqualValues(t, 70, balance(t, h, "a"))
+
+	// Same ID, other parameters: refused.
+	_, err = ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 31)
+	require.ErrorIs(t, err, actors.ErrBadRequest)
+	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("t1"),
+		&bankpb.SubmitTransfer{From: "a", To: "b", Amount: 31}, actors.WithRequestID("another-id"))
+	requireCode(t, err, ledger.CodeConflict)
+
+	// Insufficient funds, unknown accounts, same account: rejected, no effect.
+	for _, c := range []struct {
+		id, from, to string
+		amount       int64
+		code         string
+	}{
+		{"t2", "a", "b", 1000, ledger.CodeInsufficientFunds},
+		{"t3", "a", "nobody", 10, ledger.CodeUnknownAccount},
+		{"t4", "nobody", "b", 10, ledger.CodeUnknownAccount},
+	} {
+		st, err := ledger.SubmitAndWait(ctx, h, c.id, c.from, c.to, c.amount)
+		require.NoError(t, err)
+		require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, st.Status, c.id)
+		require.Equal(t, c.code, st.Error, c.id)
+	}
+	_, err = ledger.SubmitAndWait(ctx, h, "t5", "a", "a", 10)
+	requireCode(t, err, ledger.CodeSameAccount)
+	_, err = ledger.SubmitAndWait(ctx, h, "t6", "a", "b", 0)
+	requireCode(t, err, ledger.CodeInvalidAmount)
+	_, err = ledger.SubmitAndWait(ctx, h, "t7", "a", "b", -5)
+	requireCode(t, err, ledger.CodeInvalidAmount)
+	require.EqualValues(t, 70, balance(t, h, "a"))
+	require.EqualValues(t, 30, balance(t, h, "b"))
+
+	// Account operations validate too.
+	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("a"), &bankpb.Withdraw{Amount: 71})
+	requireCode(t, err, ledger.CodeInsufficientFunds)
+	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("a"), &bankpb.Deposit{Amount: 0})
+	requireCode(t, err, ledger.CodeInvalidAmount)
+	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("zz"), &bankpb.GetBalance{})
+	requireCode(t, err, ledger.CodeUnknownAccount)
+	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("never"), &bankpb.GetTransfer{})
+	requireCode(t, err, ledger.CodeUnknownTransfer)
+}
+
+func requireCode(t *testing.T, err error, code string) {
+	t.Helper()
+	var ae *actors.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, code, ae.HandlerCode, "%v", err)
+}
+
+// Concurrent transfers among few accounts conserve money, never go
+// negative, and account for every completed transfer exactly once.
+func TestConcurrentTransfersConserveMoney(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	h := newHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const accounts, initial, clients, perClient = 5, 100, 8, 40
+	for i := 0; i < accounts; i++ {
+		open(t, h, fmt.Sprintf("acct-%d", i), initial)
+	}
+	var mu sync.Mutex
+	delta := make([]int64, accounts)
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			for i := 0; i < perClient; i++ {
+				from, to := rng.IntN(accounts), rng.IntN(accounts)
+				if from == to {
+					continue
+				}
+				amount := int64(1 + rng.IntN(60))
+				st, err := ledger.SubmitAndWait(ctx, h, fmt.Sprintf("t-%d-%d", c, i),
+					fmt.Sprintf("acct-%d", from), fmt.Sprintf("acct-%d", to), amount)
+				if err != nil {
+					t.Errorf("seed %d: %v", seed, err)
+					return
+				}
+				if st.Status == bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED {
+					mu.Lock()
+					delta[from] -= amount
+					delta[to] += amount
+					mu.Unlock()
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	total := int64(0)
+	for i := 0; i < accounts; i++ {
+		b := balance(t, h, fmt.Sprintf("acct-%d", i))
+		require.GreaterOrEqual(t, b, int64(0), "seed %d", seed)
+		require.Equal(t, initial+delta[i], b, "seed %d: account %d", seed, i)
+		total += b
+	}
+	require.EqualValues(t, accounts*initial, total, "seed %d", seed)
+}

@@ -74,9 +74,9 @@ type batcher struct {
 
 	// in carries writes and cancels in one channel, so that a cancel never
 	// overtakes a write the same entity submitted before it.
-	in     chan batchOp
-	stop   chan struct{}
-	done   chan struct{}
+	in   chan batchOp
+	stop chan struct{}
+	done chan struct{}
 
 	statsMu sync.Mutex
 	stats   BatchStats

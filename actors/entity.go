@@ -2,9 +2,9 @@ package actors
 
 import (
 	"context"
-	"hash/fnv"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"runtime/debug"
 
 	"github.com/asynkron/protoactor-go/actor"

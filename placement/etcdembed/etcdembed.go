@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -56,8 +57,9 @@ func applyCommon(ec *embed.Config, cfg Config) {
 // Server is a running embedded etcd member. Its methods are safe for
 // concurrent use.
 type Server struct {
-	e   *embed.Etcd
-	cfg Config
+	e     *embed.Etcd
+	cfg   Config
+	close sync.Once
 }
 
 // Start starts a single-member etcd and waits until it serves, ctx ends, or
@@ -134,7 +136,8 @@ func (s *Server) Endpoints() []string {
 	return eps
 }
 
-// Close stops the member and waits for it to exit. It is idempotent.
+// Close stops the member and waits for it to exit. It is idempotent
+// (embed.Etcd.Close itself is not: a second call panics).
 func (s *Server) Close() {
-	s.e.Close()
+	s.close.Do(s.e.Close)
 }

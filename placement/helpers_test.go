@@ -250,6 +250,7 @@ type shardWatcher struct {
 	last    map[string]int64 // key -> last epoch seen
 	lastRev int64
 	events  int
+	deleted map[string]time.Time // key -> when its last deletion was seen
 	done    chan struct{}
 	cancel  context.CancelFunc
 }
@@ -261,7 +262,7 @@ func watchShards(t testing.TB, c *clientv3.Client, prefix string) *shardWatcher 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &shardWatcher{owners: map[string]int64{}, last: map[string]int64{}, done: make(chan struct{}), cancel: cancel}
+	w := &shardWatcher{owners: map[string]int64{}, last: map[string]int64{}, deleted: map[string]time.Time{}, done: make(chan struct{}), cancel: cancel}
 	for _, kv := range resp.Kvs {
 		w.owners[string(kv.Key)] = kv.CreateRevision
 		w.last[string(kv.Key)] = kv.CreateRevision
@@ -301,6 +302,7 @@ func watchShards(t testing.TB, c *clientv3.Client, prefix string) *shardWatcher 
 						w.errs = append(w.errs, fmt.Errorf("rev %d: %s deleted while free", ev.Kv.ModRevision, k))
 					}
 					delete(w.owners, k)
+					w.deleted[k] = time.Now()
 				}
 			}
 			w.mu.Unlock()
@@ -350,6 +352,13 @@ func (w *shardWatcher) matches(c *clientv3.Client, prefix string) error {
 		}
 	}
 	return nil
+}
+
+func (w *shardWatcher) deletedAt(key string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.deleted[key]
+	return at, ok
 }
 
 func (w *shardWatcher) count() int {

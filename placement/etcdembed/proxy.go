@@ -48,17 +48,21 @@ func StartProxy(target string, logger *zap.Logger) (*Proxy, error) {
 // Endpoint returns the proxy's URL, to give to an etcd client.
 func (p *Proxy) Endpoint() string { return p.endpoint }
 
-// Partition silently drops all traffic in both directions: open
-// connections stay up but carry nothing, as with a network partition.
+// Partition stalls all traffic in both directions: open connections stay
+// up but deliver nothing until Heal, as TCP behaves across a network
+// partition (bytes are held, not lost; the peers' keepalive timeouts close
+// the connections). Dropping bytes instead (Server().BlackholeTx) corrupts
+// the HTTP/2 framing of live connections, which gRPC then keeps reusing and
+// failing with PROTOCOL_ERROR long after the blackhole ends.
 func (p *Proxy) Partition() {
-	p.srv.BlackholeTx()
-	p.srv.BlackholeRx()
+	p.srv.PauseTx()
+	p.srv.PauseRx()
 }
 
 // Heal ends a Partition.
 func (p *Proxy) Heal() {
-	p.srv.UnblackholeTx()
-	p.srv.UnblackholeRx()
+	p.srv.UnpauseTx()
+	p.srv.UnpauseRx()
 }
 
 // Delay adds latency to traffic in both directions; 0 removes it.

@@ -36,11 +36,13 @@ type ClusterConfig struct {
 type Cluster struct {
 	cfg     ClusterConfig
 	initial string
-	clients []url.URL
+	clients []url.URL // what clients use: the fronts
+	inner   []url.URL // the members' own client listeners
 	peers   []url.URL
 
 	mu      sync.Mutex
 	members []*embed.Etcd // nil while killed
+	fronts  []*front      // nil while killed
 }
 
 // StartCluster starts cfg.Members members on free loopback ports and waits
@@ -62,29 +64,27 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.ElectionMs == 0 {
 		cfg.ElectionMs = 200
 	}
-	ports, err := freePorts(2 * cfg.Members)
+	ports, err := freePorts(3 * cfg.Members)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, members: make([]*embed.Etcd, cfg.Members)}
+	c := &Cluster{cfg: cfg, members: make([]*embed.Etcd, cfg.Members), fronts: make([]*front, cfg.Members)}
 	var parts []string
 	for i := 0; i < cfg.Members; i++ {
-		cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
-		pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[3*i])}
+		pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])}
+		iu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])}
 		c.clients = append(c.clients, cu)
+		c.inner = append(c.inner, iu)
 		c.peers = append(c.peers, pu)
 		parts = append(parts, fmt.Sprintf("m%d=%s", i, pu.String()))
 	}
 	c.initial = strings.Join(parts, ",")
 	for i := 0; i < cfg.Members; i++ {
-		e, err := embed.StartEtcd(c.memberConfig(i))
-		if err != nil {
+		if err := c.startMember(i); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("etcdembed: start member %d: %w", i, err)
+			return nil, err
 		}
-		c.mu.Lock()
-		c.members[i] = e
-		c.mu.Unlock()
 	}
 	for i := 0; i < cfg.Members; i++ {
 		if err := c.waitReady(ctx, i); err != nil {
@@ -99,7 +99,7 @@ func (c *Cluster) memberConfig(i int) *embed.Config {
 	ec := embed.NewConfig()
 	ec.Name = fmt.Sprintf("m%d", i)
 	ec.Dir = filepath.Join(c.cfg.Dir, ec.Name)
-	ec.ListenClientUrls = []url.URL{c.clients[i]}
+	ec.ListenClientUrls = []url.URL{c.inner[i]}
 	ec.AdvertiseClientUrls = []url.URL{c.clients[i]}
 	ec.ListenPeerUrls = []url.URL{c.peers[i]}
 	ec.AdvertisePeerUrls = []url.URL{c.peers[i]}
@@ -131,8 +131,25 @@ func (c *Cluster) waitReady(ctx context.Context, i int) error {
 	}
 }
 
+func (c *Cluster) startMember(i int) error {
+	e, err := embed.StartEtcd(c.memberConfig(i))
+	if err != nil {
+		return fmt.Errorf("etcdembed: start member %d: %w", i, err)
+	}
+	f, err := startFront(c.clients[i].Host, c.inner[i].Host)
+	if err != nil {
+		e.Close()
+		return fmt.Errorf("etcdembed: member %d client listener: %w", i, err)
+	}
+	c.mu.Lock()
+	c.members[i], c.fronts[i] = e, f
+	c.mu.Unlock()
+	return nil
+}
+
 // Endpoints returns every member's client URL (killed members included:
-// their ports are kept for Restart).
+// their ports are kept for Restart). Clients reach a member through a TCP
+// forwarder that Kill severs, so a killed member drops its clients at once.
 func (c *Cluster) Endpoints() []string {
 	eps := make([]string, len(c.clients))
 	for i, u := range c.clients {
@@ -147,13 +164,16 @@ func (c *Cluster) Endpoint(i int) string { return c.clients[i].String() }
 // Size returns the member count.
 func (c *Cluster) Size() int { return len(c.clients) }
 
-// Kill stops member i (its data stays) and waits for it to exit. Killing a
-// killed member does nothing.
+// Kill cuts member i's client connections, stops it (its data stays) and
+// waits for it to exit. Killing a killed member does nothing.
 func (c *Cluster) Kill(i int) {
 	c.mu.Lock()
-	e := c.members[i]
-	c.members[i] = nil
+	e, f := c.members[i], c.fronts[i]
+	c.members[i], c.fronts[i] = nil, nil
 	c.mu.Unlock()
+	if f != nil {
+		f.close()
+	}
 	if e != nil {
 		e.Close()
 	}
@@ -169,13 +189,9 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 		return nil
 	}
 	c.mu.Unlock()
-	e, err := embed.StartEtcd(c.memberConfig(i))
-	if err != nil {
-		return fmt.Errorf("etcdembed: restart member %d: %w", i, err)
+	if err := c.startMember(i); err != nil {
+		return err
 	}
-	c.mu.Lock()
-	c.members[i] = e
-	c.mu.Unlock()
 	return c.waitReady(ctx, i)
 }
 

@@ -42,6 +42,17 @@ func StartProxy(target string, logger *zap.Logger) (*Proxy, error) {
 		_ = srv.Close()
 		return nil, fmt.Errorf("etcdembed: proxy to %s did not start", target)
 	}
+	// The proxy reports dial and copy errors on a 16-slot channel and
+	// blocks its accept loop once that is full: drain it.
+	go func() {
+		for {
+			select {
+			case <-srv.Error():
+			case <-srv.Done():
+				return
+			}
+		}
+	}()
 	return &Proxy{srv: srv, endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}, nil
 }
 
@@ -80,5 +91,7 @@ func (p *Proxy) Delay(d time.Duration) {
 // one-way blackholes).
 func (p *Proxy) Server() proxy.Server { return p.srv }
 
-// Close stops the proxy and its connections.
+// Close stops the proxy. It waits until every proxied connection has been
+// closed by its ends (the etcd proxy does not cut them): close the clients
+// that use the proxy first.
 func (p *Proxy) Close() error { return p.srv.Close() }

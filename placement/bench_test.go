@@ -96,9 +96,10 @@ func BenchmarkAcquireAll(b *testing.B) {
 //   - mode=revoke: the survivor's side revokes the dead node's lease at
 //     once (accelerated failover, as RevokeDead does once a renewal is
 //     missed; the detection delay is not included);
+//
 //   - mode=expire: nobody revokes; etcd expires the lease after its TTL.
 //
-//	go test -run '^$' -bench Failover -benchtime 20x ./placement/
+//     go test -run '^$' -bench Failover -benchtime 20x ./placement/
 func BenchmarkFailover(b *testing.B) {
 	srv := startEtcd(b)
 	obs := newClient(b, srv.Endpoints()...)

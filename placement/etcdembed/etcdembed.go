@@ -1,6 +1,3 @@
-// Package etcdembed runs real etcd members inside the current process: a
-// single member on free loopback ports for the one-binary default and for
-// tests.
 package etcdembed
 
 import (
@@ -8,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Config describes one embedded single-member etcd.
@@ -33,12 +32,34 @@ type Config struct {
 	LogLevel string
 	// UnsafeNoFsync disables fsync: faster, and only for tests.
 	UnsafeNoFsync bool
+	// Logger, when non-nil, replaces etcd's own logger (LogLevel is then
+	// ignored); pass zap.NewNop() to silence the member entirely, e.g. the
+	// error lines a member logs while it is being closed.
+	Logger *zap.Logger
+	// TickMs and ElectionMs are the raft heartbeat and election timeouts;
+	// defaults 100 and 1000 (etcd's). Tests use shorter ones.
+	TickMs, ElectionMs uint
 }
 
-// Server is a running embedded etcd member.
+// applyCommon copies the settings shared by single members and clusters.
+func applyCommon(ec *embed.Config, cfg Config) {
+	if cfg.Logger != nil {
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger)
+	}
+	if cfg.TickMs != 0 {
+		ec.TickMs = cfg.TickMs
+	}
+	if cfg.ElectionMs != 0 {
+		ec.ElectionMs = cfg.ElectionMs
+	}
+}
+
+// Server is a running embedded etcd member. Its methods are safe for
+// concurrent use.
 type Server struct {
-	e   *embed.Etcd
-	cfg Config
+	e     *embed.Etcd
+	cfg   Config
+	close sync.Once
 }
 
 // Start starts a single-member etcd and waits until it serves, ctx ends, or
@@ -85,6 +106,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.MaxTxnOps = cfg.MaxTxnOps
 	ec.LogLevel = cfg.LogLevel
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	applyCommon(ec, cfg)
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("etcdembed: start: %w", err)
@@ -114,7 +136,8 @@ func (s *Server) Endpoints() []string {
 	return eps
 }
 
-// Close stops the member and waits for it to exit. It is idempotent.
+// Close stops the member and waits for it to exit. It is idempotent
+// (embed.Etcd.Close itself is not: a second call panics).
 func (s *Server) Close() {
-	s.e.Close()
+	s.close.Do(s.e.Close)
 }

@@ -1,0 +1,67 @@
+// Package placement decides which node runs which shard, through etcd.
+//
+// # Keys
+//
+// Under a prefix P (Config.Prefix):
+//
+//	P/config       {"shards": S}, written once (create-if-absent); a node
+//	               configured with another S refuses to start
+//	P/nodes/<id>   NodeInfo as JSON, bound to the node's lease
+//	P/shards/<n>   the owner's node ID, bound to the owner's lease;
+//	               epoch = CreateRevision of this key
+//
+// # Session
+//
+// A Session is one etcd lease per node, renewed by its own KeepAliveOnce
+// loop every KeepAliveInterval (default TTL/3) so that the send time of each
+// acknowledged renewal is known. The node's validity deadline is
+//
+//	send time of the last acknowledged keepalive + TTL - ValidityMargin
+//
+// on the monotonic clock; etcd cannot expire the lease before it (the leader
+// counts the TTL from when it received the renewal, which is later than the
+// send time), given clock rates that agree within the margin. When the
+// deadline passes or etcd reports the lease gone, the node calls Host.Lost
+// with every shard it held, at once, then revokes the old lease (if it still
+// exists), grants a new one and registers again: it never continues under
+// the old identity.
+//
+// # Locks and epochs
+//
+// Acquire is Txn(If(CreateRevision(P/shards/n) == 0)).Then(Put(key, id,
+// WithLease(lease))); the epoch is the transaction's header revision, which
+// equals the key's CreateRevision, so epochs of successive owners of a shard
+// strictly increase. Release is Txn(If(CreateRevision(key) == epoch)).
+// Then(Delete(key)). The concurrency.Mutex and Election recipes are not used
+// (see DESIGN.md).
+//
+// # Desired ownership and handoff
+//
+// Node computes the desired owner of each shard by rendezvous hashing
+// (Desired) over the live set given by SetLive. It acquires free shards it
+// should own, and free shards whose desired owner has no registry entry. It
+// hands off, at most Config.HandoffRate per second, shards whose desired
+// owner is another registered live node: Host.Release drains the shard and
+// the lock is deleted only after it returns nil.
+//
+// # TTL and failover time
+//
+// When a node crashes, its shards stay locked until its lease expires in
+// etcd: up to LeaseTTL after its last renewal (plus one leader election if
+// the etcd leader changes meanwhile, because a new leader extends every
+// lease). The survivors then acquire at their next table event, within a
+// few round trips. With accelerated failover (Node.RevokeDead, called when
+// memberlist declares the node dead) the lease is revoked once etcd shows a
+// missed renewal, i.e. about KeepAliveInterval + 1s after the crash, so
+// failover takes roughly max(memberlist detection, TTL/3 + 1s) instead of
+// TTL. A paused or partitioned node stops serving at its validity
+// deadline, which is at least ValidityMargin before etcd can expire its
+// lease; a larger TTL tolerates longer etcd hiccups but makes unassisted
+// failover slower.
+//
+// # Routing table
+//
+// Table lists P/ and watches it from the listed revision + 1, relisting on
+// compaction or any watch error; it needs no session, so pure clients use
+// it to route calls.
+package placement

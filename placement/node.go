@@ -1,0 +1,655 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Host is what a Node drives: the part of the runtime that runs a shard's
+// entities.
+//
+// Acquired and Lost are never called concurrently with each other (the node
+// serialises them), and for one session every Acquired of a shard happens
+// before the Lost that drops it. Release may run concurrently with
+// Acquired and Lost of other shards; when the session ends during a
+// Release, its ctx is cancelled and Lost names the shard too. Callbacks
+// must not call Node.Shutdown.
+type Host interface {
+	// Acquired reports that the node now holds the lock of shard at epoch.
+	// It is called after the lock is held and before the node admits calls
+	// for the shard; the host fences its store at epoch before loading any
+	// state of the shard.
+	Acquired(shard uint32, epoch int64)
+
+	// Release drains shard: stop admitting calls (answer NotHere), finish
+	// the call in progress, flush pending writes, stop the entities. The
+	// lock is deleted only after it returns nil; on an error the node keeps
+	// the shard and tries again later.
+	Release(ctx context.Context, shard uint32, epoch int64) error
+
+	// Lost reports that the session ended or its validity deadline passed:
+	// the host drops every listed shard at once and discards replies not
+	// yet durable. It is called once per ended session (shards may be
+	// empty), and for single shards whose lock vanished.
+	Lost(shards []uint32)
+}
+
+// Node holds one node's placement state: its session and registry entry,
+// the shard locks it owns, and the reconciler that moves them toward the
+// rendezvous-hashing assignment over the live set.
+//
+// Lifecycle: New, Start, then Shutdown (idempotent). All methods are safe
+// for concurrent use. Lock order: cbMu (serialises host callbacks) before mu.
+type Node struct {
+	cfg    Config
+	client *clientv3.Client
+	host   Host
+	keys   Keys
+	log    *slog.Logger
+	table  *Table
+
+	suspend atomic.Bool // fault hook: keepalives and new sessions suspended
+	started atomic.Bool
+	kick    chan struct{}
+
+	cbMu sync.Mutex
+
+	mu         sync.Mutex
+	sess       *Session
+	sessCtx    context.Context
+	sessCancel context.CancelFunc
+	oldLease   clientv3.LeaseID
+	owned      map[uint32]int64
+	acquiring  map[uint32]bool
+	releasing  map[uint32]bool
+	live       []string
+	bucket     tokenBucket
+
+	life       context.Context // ends when Shutdown finishes
+	lifeCancel context.CancelFunc
+	loopCancel context.CancelFunc
+	loopDone   chan struct{}
+	wg         sync.WaitGroup // session watchers
+	handoffWG  sync.WaitGroup // handoffs; Add only from the loop goroutine
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New validates cfg and returns a node that is not yet started. client
+// stays owned by the caller and must outlive the node.
+func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if client == nil || host == nil {
+		return nil, fmt.Errorf("%w: nil etcd client or host", ErrInvalidConfig)
+	}
+	keys, _ := NewKeys(cfg.Prefix)
+	table, err := NewTable(client, cfg.Prefix, cfg.logger())
+	if err != nil {
+		return nil, err
+	}
+	table.retry = cfg.RetryBackoff
+	return &Node{
+		cfg:       cfg,
+		client:    client,
+		host:      host,
+		keys:      keys,
+		log:       cfg.logger().With("node", cfg.NodeID),
+		table:     table,
+		kick:      make(chan struct{}, 1),
+		owned:     map[uint32]int64{},
+		acquiring: map[uint32]bool{},
+		releasing: map[uint32]bool{},
+		live:      []string{cfg.NodeID},
+		bucket:    newTokenBucket(cfg.HandoffRate, cfg.HandoffBurst),
+		loopDone:  make(chan struct{}),
+	}, nil
+}
+
+// Start checks the cluster's shard count, opens the session, registers the
+// node, loads the routing table and starts the reconciler. ctx bounds the
+// start only. On an error everything started so far is undone.
+func (n *Node) Start(ctx context.Context) (err error) {
+	if !n.started.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	n.life, n.lifeCancel = context.WithCancel(context.WithoutCancel(ctx))
+	loopCtx, loopCancel := context.WithCancel(n.life)
+	n.loopCancel = loopCancel
+	defer func() {
+		if err != nil {
+			loopCancel()
+			n.table.Close()
+			n.mu.Lock()
+			s := n.sess
+			n.sess = nil
+			n.mu.Unlock()
+			if s != nil {
+				rctx, cancel := context.WithTimeout(n.life, n.cfg.RequestTimeout)
+				_ = s.Revoke(rctx)
+				cancel()
+			}
+			n.lifeCancel()
+			n.wg.Wait()
+			close(n.loopDone)
+			n.shutdownOnce.Do(func() {})
+		}
+	}()
+	if err := EnsureShardCount(ctx, n.client, n.keys, n.cfg.Shards); err != nil {
+		return err
+	}
+	if err := n.openSession(ctx); err != nil {
+		return err
+	}
+	if err := n.table.start(ctx, loopCtx); err != nil {
+		return err
+	}
+	go n.loop(loopCtx)
+	n.poke()
+	return nil
+}
+
+// Shutdown stops the reconciler, drains every owned shard through
+// Host.Release, reports the shards whose Release failed through Host.Lost,
+// and revokes the lease, which deletes the node's registry entry and every
+// shard key it holds in one step. ctx bounds the graceful part; when it
+// ends, remaining work is abandoned and the lease is still revoked (best
+// effort). Idempotent: later calls return the first call's result.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() { n.shutdownErr = n.shutdown(ctx) })
+	return n.shutdownErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	if !n.started.Load() {
+		n.started.Store(true) // a later Start fails
+		return nil
+	}
+	n.loopCancel()
+	<-n.loopDone
+	// Let in-flight handoffs finish, unless ctx ends first.
+	handoffs := make(chan struct{})
+	go func() {
+		n.handoffWG.Wait()
+		close(handoffs)
+	}()
+	select {
+	case <-handoffs:
+	case <-ctx.Done():
+		n.mu.Lock()
+		if n.sessCancel != nil {
+			n.sessCancel()
+		}
+		n.mu.Unlock()
+		<-handoffs
+	}
+
+	n.cbMu.Lock()
+	n.mu.Lock()
+	s := n.sess
+	owned := n.owned
+	old := n.oldLease
+	n.mu.Unlock()
+	var failed []uint32
+	var fmu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n.cfg.AcquireConcurrency)
+	for shard, epoch := range owned {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := n.host.Release(ctx, shard, epoch); err != nil {
+				fmu.Lock()
+				failed = append(failed, shard)
+				fmu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	n.mu.Lock()
+	n.owned = map[uint32]int64{}
+	n.sess = nil
+	n.mu.Unlock()
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		n.host.Lost(failed)
+	}
+	n.cbMu.Unlock()
+
+	var err error
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RequestTimeout)
+	if s != nil {
+		err = s.Revoke(rctx)
+	} else if old != 0 {
+		// The last session ended without a successor: its lease may still
+		// be alive in etcd if only the local deadline passed.
+		if _, rerr := n.client.Revoke(rctx, old); rerr != nil && !isLeaseNotFound(rerr) {
+			err = fmt.Errorf("placement: revoke lease %x: %w", int64(old), rerr)
+		}
+	}
+	cancel()
+	n.lifeCancel()
+	n.wg.Wait()
+	if len(failed) > 0 {
+		err = errors.Join(err, fmt.Errorf("placement: %d shards failed to drain and were dropped", len(failed)))
+	}
+	return err
+}
+
+// ID returns the node ID.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Table returns the node's routing table (read-only use).
+func (n *Node) Table() *Table { return n.table }
+
+// Valid reports whether the node holds a session whose validity deadline
+// has not passed. The host must not let a reply out unless it is true.
+func (n *Node) Valid() bool {
+	n.mu.Lock()
+	s := n.sess
+	n.mu.Unlock()
+	return s != nil && s.Valid()
+}
+
+// Deadline returns the current session's validity deadline, or the zero
+// time without a session.
+func (n *Node) Deadline() time.Time {
+	n.mu.Lock()
+	s := n.sess
+	n.mu.Unlock()
+	if s == nil {
+		return time.Time{}
+	}
+	return s.Deadline()
+}
+
+// Lease returns the current session's lease ID, or 0 without a session.
+func (n *Node) Lease() clientv3.LeaseID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sess == nil {
+		return 0
+	}
+	return n.sess.ID()
+}
+
+// Owned returns a copy of the shards the node owns, with their epochs.
+func (n *Node) Owned() map[uint32]int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[uint32]int64, len(n.owned))
+	for k, v := range n.owned {
+		out[k] = v
+	}
+	return out
+}
+
+// SetLive sets the live node IDs over which desired ownership is computed
+// (the cluster layer passes the members alive in memberlist and registered
+// in etcd). The node itself always counts as live.
+func (n *Node) SetLive(ids []string) {
+	live := append([]string{n.cfg.NodeID}, ids...)
+	slices.Sort(live)
+	live = slices.Compact(live)
+	n.mu.Lock()
+	n.live = live
+	n.mu.Unlock()
+	n.poke()
+}
+
+// SuspendKeepalives is a fault hook for tests: while on, the session sends
+// no keepalives and the node opens no new session, as if the process were
+// paused as far as etcd can tell. It costs one atomic load per keepalive
+// when off.
+func (n *Node) SuspendKeepalives(on bool) {
+	n.suspend.Store(on)
+	n.poke()
+}
+
+// RevokeDead revokes the lease of the registered node id when this node is
+// the deterministic Revoker of id over the current live set and the lease
+// shows a missed renewal (see RevokeIfExpiring). It reports whether it
+// revoked. The caller invokes it when memberlist declares id dead.
+func (n *Node) RevokeDead(ctx context.Context, id string) (bool, error) {
+	if id == n.cfg.NodeID {
+		return false, nil
+	}
+	n.mu.Lock()
+	live := append([]string{id}, n.live...)
+	n.mu.Unlock()
+	if Revoker(id, live) != n.cfg.NodeID {
+		return false, nil
+	}
+	info, ok := n.table.Node(id)
+	if !ok {
+		return false, nil
+	}
+	return RevokeIfExpiring(ctx, n.client, clientv3.LeaseID(info.Lease))
+}
+
+func (n *Node) poke() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// openSession revokes the previous lease (best effort), grants a new one,
+// registers the node under it and starts the session's watcher.
+func (n *Node) openSession(ctx context.Context) error {
+	n.mu.Lock()
+	old := n.oldLease
+	n.mu.Unlock()
+	if old != 0 {
+		// The old lease may still be alive in etcd if only our deadline
+		// passed: revoke it so its keys free now and the registry entry can
+		// be taken under the new lease.
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		_, err := n.client.Revoke(rctx, old)
+		cancel()
+		if err != nil && !isLeaseNotFound(err) {
+			return fmt.Errorf("placement: revoke previous lease %x: %w", int64(old), err)
+		}
+	}
+	s, err := NewSession(ctx, n.client, n.cfg.LeaseTTL, n.cfg.ValidityMargin, n.cfg.keepAliveInterval(), &n.suspend)
+	if err != nil {
+		return err
+	}
+	info := NodeInfo{ID: n.cfg.NodeID, RemoteAddr: n.cfg.RemoteAddr, GossipAddr: n.cfg.GossipAddr}
+	rctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	err = Register(rctx, n.client, n.keys, info, s.ID())
+	cancel()
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RequestTimeout)
+		_ = s.Revoke(rctx)
+		cancel()
+		return err
+	}
+	sctx, scancel := context.WithCancel(n.life)
+	n.mu.Lock()
+	n.sess, n.sessCtx, n.sessCancel, n.oldLease = s, sctx, scancel, 0
+	n.mu.Unlock()
+	n.log.Info("placement: session opened", "lease", fmt.Sprintf("%x", int64(s.ID())), "ttl", s.TTL())
+	n.wg.Add(1)
+	go n.watchSession(s, sctx)
+	return nil
+}
+
+// watchSession drops every shard at once when s ends.
+func (n *Node) watchSession(s *Session, sctx context.Context) {
+	defer n.wg.Done()
+	select {
+	case <-s.Done():
+	case <-sctx.Done():
+		s.Close()
+		return
+	}
+	n.cbMu.Lock()
+	n.mu.Lock()
+	if n.sess != s {
+		n.mu.Unlock()
+		n.cbMu.Unlock()
+		return
+	}
+	shards := make([]uint32, 0, len(n.owned))
+	for sh := range n.owned {
+		shards = append(shards, sh)
+	}
+	slices.Sort(shards)
+	n.owned = map[uint32]int64{}
+	n.sess = nil
+	n.oldLease = s.ID()
+	n.sessCancel()
+	n.mu.Unlock()
+	n.log.Warn("placement: session ended; dropping all shards", "err", s.Err(), "shards", len(shards))
+	n.host.Lost(shards)
+	n.cbMu.Unlock()
+	n.poke()
+}
+
+func (n *Node) loop(ctx context.Context) {
+	defer close(n.loopDone)
+	changes, unsub := n.table.Subscribe()
+	defer unsub()
+	resync := time.NewTicker(n.cfg.ResyncInterval)
+	defer resync.Stop()
+	backoff := n.cfg.RetryBackoff
+	var retryAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-n.kick:
+		case <-resync.C:
+		}
+		n.mu.Lock()
+		s := n.sess
+		n.mu.Unlock()
+		if s == nil {
+			if n.suspend.Load() || time.Now().Before(retryAt) {
+				continue
+			}
+			if err := n.openSession(ctx); err != nil {
+				n.log.Warn("placement: cannot open a new session", "err", err, "retry_in", backoff)
+				retryAt = time.Now().Add(backoff)
+				backoff = min(2*backoff, n.cfg.LeaseTTL)
+				continue
+			}
+			backoff = n.cfg.RetryBackoff
+		}
+		n.reconcile(ctx)
+	}
+}
+
+// reconcile compares owned shards and the routing table with the desired
+// assignment: it acquires free shards this node should hold, hands off
+// (rate-limited) shards another registered live node should hold, and
+// drops shards whose lock vanished.
+func (n *Node) reconcile(ctx context.Context) {
+	n.mu.Lock()
+	s, sctx := n.sess, n.sessCtx
+	live := n.live
+	n.mu.Unlock()
+	if s == nil || !s.Valid() || ctx.Err() != nil {
+		return
+	}
+	snap, rev := n.table.Snapshot()
+	self := n.cfg.NodeID
+	var acquire, handoff, vanished []uint32
+	n.mu.Lock()
+	for shard := uint32(0); shard < n.cfg.Shards; shard++ {
+		desired := Desired(shard, live)
+		o, taken := snap[shard]
+		if epoch, mine := n.owned[shard]; mine {
+			switch {
+			case !taken && rev >= epoch, taken && o.Epoch > epoch:
+				vanished = append(vanished, shard)
+			case desired != self && n.registered(desired) && !n.releasing[shard]:
+				handoff = append(handoff, shard)
+			}
+			continue
+		}
+		if taken || n.acquiring[shard] {
+			continue
+		}
+		if desired == self || !n.registered(desired) {
+			acquire = append(acquire, shard)
+			n.acquiring[shard] = true
+		}
+	}
+	n.mu.Unlock()
+
+	for _, shard := range vanished {
+		n.drop(s, shard)
+	}
+	for _, shard := range handoff {
+		if !n.bucket.take() {
+			break
+		}
+		n.mu.Lock()
+		epoch, mine := n.owned[shard]
+		if n.sess != s || !mine {
+			n.mu.Unlock()
+			continue
+		}
+		n.releasing[shard] = true
+		n.mu.Unlock()
+		n.handoffWG.Add(1)
+		go n.handoff(sctx, s, shard, epoch)
+	}
+	if len(acquire) > 0 {
+		n.acquireAll(sctx, s, acquire)
+	}
+}
+
+// registered reports whether id has a registry entry. Called with n.mu held.
+func (n *Node) registered(id string) bool {
+	_, ok := n.table.Node(id)
+	return ok
+}
+
+func (n *Node) acquireAll(sctx context.Context, s *Session, shards []uint32) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n.cfg.AcquireConcurrency)
+	for _, shard := range shards {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			defer func() {
+				n.mu.Lock()
+				delete(n.acquiring, shard)
+				n.mu.Unlock()
+			}()
+			if sctx.Err() != nil {
+				return
+			}
+			rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
+			epoch, err := Acquire(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID())
+			cancel()
+			if err != nil {
+				if !errors.Is(err, ErrShardTaken) && sctx.Err() == nil {
+					n.log.Debug("placement: acquire failed", "shard", shard, "err", err)
+				}
+				return
+			}
+			n.adopt(s, shard, epoch)
+		}()
+	}
+	wg.Wait()
+}
+
+// adopt records a freshly acquired lock and tells the host, unless the
+// session ended meanwhile (the key then dies with the old lease, which the
+// next session revokes).
+func (n *Node) adopt(s *Session, shard uint32, epoch int64) {
+	n.cbMu.Lock()
+	defer n.cbMu.Unlock()
+	n.mu.Lock()
+	if n.sess != s || !s.Valid() {
+		n.mu.Unlock()
+		return
+	}
+	n.owned[shard] = epoch
+	n.mu.Unlock()
+	n.host.Acquired(shard, epoch)
+}
+
+// drop forgets one shard whose lock vanished from etcd.
+func (n *Node) drop(s *Session, shard uint32) {
+	n.cbMu.Lock()
+	defer n.cbMu.Unlock()
+	n.mu.Lock()
+	if n.sess != s {
+		n.mu.Unlock()
+		return
+	}
+	if _, ok := n.owned[shard]; !ok {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.owned, shard)
+	n.mu.Unlock()
+	n.log.Warn("placement: shard lock vanished; dropping it", "shard", shard)
+	n.host.Lost([]uint32{shard})
+}
+
+// handoff drains shard through the host, then deletes its lock.
+func (n *Node) handoff(sctx context.Context, s *Session, shard uint32, epoch int64) {
+	defer n.handoffWG.Done()
+	defer func() {
+		n.mu.Lock()
+		delete(n.releasing, shard)
+		n.mu.Unlock()
+		n.poke()
+	}()
+	if err := n.host.Release(sctx, shard, epoch); err != nil {
+		if sctx.Err() == nil {
+			n.log.Warn("placement: host could not release shard; keeping it", "shard", shard, "err", err)
+		}
+		return
+	}
+	n.mu.Lock()
+	if n.sess != s || n.owned[shard] != epoch {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.owned, shard)
+	n.mu.Unlock()
+	backoff := n.cfg.RetryBackoff
+	for {
+		rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
+		err := Release(rctx, n.client, n.keys, shard, epoch)
+		cancel()
+		if err == nil || errors.Is(err, ErrNotOwner) || sctx.Err() != nil {
+			return
+		}
+		select {
+		case <-sctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, n.cfg.LeaseTTL)
+	}
+}
+
+// tokenBucket rate-limits handoffs. Used with Node.mu not held; it has its
+// own lock.
+type tokenBucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newTokenBucket(rate float64, burst int) tokenBucket {
+	return tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: time.Now()}
+}
+
+func (b *tokenBucket) take() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -1,0 +1,258 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Table is the routing table of one cluster: the owner of every shard and
+// the info of every registered node, read from etcd and kept current by a
+// watch. It needs no session, so a pure client can use it.
+//
+// Start lists P/ and then watches from the listed revision + 1, so no event
+// is missed; on compaction or any watch error it lists and watches again.
+// All methods are safe for concurrent use.
+type Table struct {
+	client *clientv3.Client
+	keys   Keys
+	log    *slog.Logger
+	retry  time.Duration
+
+	mu     sync.RWMutex
+	rev    int64
+	shards map[uint32]Owner
+	nodes  map[string]NodeInfo
+	subs   map[chan struct{}]struct{}
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	exited    chan struct{}
+}
+
+// NewTable returns a table of the cluster under prefix. logger may be nil
+// (slog.Default()).
+func NewTable(client *clientv3.Client, prefix string, logger *slog.Logger) (*Table, error) {
+	keys, err := NewKeys(prefix)
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Table{
+		client: client,
+		keys:   keys,
+		log:    logger,
+		retry:  100 * time.Millisecond,
+		shards: map[uint32]Owner{},
+		nodes:  map[string]NodeInfo{},
+		subs:   map[chan struct{}]struct{}{},
+		exited: make(chan struct{}),
+	}, nil
+}
+
+// Start lists the cluster's keys (returning the error if that fails) and
+// then keeps the table current in a goroutine until Close or until ctx
+// ends. Calling Start twice fails with ErrStarted.
+func (t *Table) Start(ctx context.Context) error {
+	return t.start(ctx, ctx)
+}
+
+// start lists under listCtx and watches under runCtx.
+func (t *Table) start(listCtx, runCtx context.Context) error {
+	started := false
+	t.startOnce.Do(func() { started = true })
+	if !started {
+		return ErrStarted
+	}
+	if err := t.relist(listCtx); err != nil {
+		t.cancel = func() {}
+		close(t.exited)
+		return err
+	}
+	wctx, cancel := context.WithCancel(runCtx)
+	t.cancel = cancel
+	go t.run(wctx)
+	return nil
+}
+
+// Close stops the watch and waits for its goroutine. Idempotent; the table
+// keeps its last contents.
+func (t *Table) Close() {
+	t.startOnce.Do(func() { t.cancel = func() {}; close(t.exited) })
+	t.cancel()
+	<-t.exited
+}
+
+// Lookup returns the owner of shard, if any.
+func (t *Table) Lookup(shard uint32) (Owner, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	o, ok := t.shards[shard]
+	return o, ok
+}
+
+// Node returns the registry entry of a node, if it is registered.
+func (t *Table) Node(id string) (NodeInfo, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n, ok := t.nodes[id]
+	return n, ok
+}
+
+// Nodes returns every registered node.
+func (t *Table) Nodes() []NodeInfo {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]NodeInfo, 0, len(t.nodes))
+	for _, n := range t.nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Snapshot returns a copy of the shard owners and the etcd revision the
+// table reflects.
+func (t *Table) Snapshot() (map[uint32]Owner, int64) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[uint32]Owner, len(t.shards))
+	for k, v := range t.shards {
+		out[k] = v
+	}
+	return out, t.rev
+}
+
+// Revision returns the etcd revision the table reflects.
+func (t *Table) Revision() int64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.rev
+}
+
+// Subscribe returns a channel that receives a value (coalesced: capacity
+// one) after each change of the table, and a function that cancels the
+// subscription. Read the table again after each notification.
+func (t *Table) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	t.mu.Lock()
+	t.subs[ch] = struct{}{}
+	t.mu.Unlock()
+	return ch, func() {
+		t.mu.Lock()
+		delete(t.subs, ch)
+		t.mu.Unlock()
+	}
+}
+
+// notify must be called with t.mu held.
+func (t *Table) notify() {
+	for ch := range t.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (t *Table) relist(ctx context.Context) error {
+	resp, err := t.client.Get(ctx, t.keys.Root(), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("placement: list %s: %w", t.keys.Root(), err)
+	}
+	shards := map[uint32]Owner{}
+	nodes := map[string]NodeInfo{}
+	for _, kv := range resp.Kvs {
+		t.applyPut(shards, nodes, string(kv.Key), kv.Value, kv.CreateRevision, kv.Lease)
+	}
+	t.mu.Lock()
+	t.shards, t.nodes, t.rev = shards, nodes, resp.Header.Revision
+	t.notify()
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *Table) applyPut(shards map[uint32]Owner, nodes map[string]NodeInfo, key string, val []byte, crev, lease int64) {
+	if n, ok := t.keys.parseShard(key); ok {
+		shards[n] = Owner{NodeID: string(val), Epoch: crev, Lease: lease}
+		return
+	}
+	if id, ok := strings.CutPrefix(key, t.keys.NodesPrefix()); ok {
+		ni, err := decodeNodeInfo(id, val)
+		if err != nil {
+			t.log.Warn("placement: ignoring node entry", "key", key, "err", err)
+			return
+		}
+		nodes[id] = ni
+	}
+}
+
+func (t *Table) applyDelete(shards map[uint32]Owner, nodes map[string]NodeInfo, key string) {
+	if n, ok := t.keys.parseShard(key); ok {
+		delete(shards, n)
+		return
+	}
+	if id, ok := strings.CutPrefix(key, t.keys.NodesPrefix()); ok {
+		delete(nodes, id)
+	}
+}
+
+func (t *Table) run(ctx context.Context) {
+	defer close(t.exited)
+	for {
+		t.watch(ctx)
+		// The watch ended: relist, then watch again from the new revision.
+		backoff := t.retry
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			err := t.relist(ctx)
+			if err == nil {
+				break
+			}
+			t.log.Debug("placement: relist failed", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// watch applies events until the watch fails or ctx ends.
+func (t *Table) watch(ctx context.Context) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := t.client.Watch(wctx, t.keys.Root(), clientv3.WithPrefix(), clientv3.WithRev(t.Revision()+1))
+	for resp := range wch {
+		if resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
+			t.log.Debug("placement: watch ended", "err", resp.Err(), "compacted", resp.CompactRevision)
+			return
+		}
+		if len(resp.Events) == 0 {
+			continue
+		}
+		t.mu.Lock()
+		for _, ev := range resp.Events {
+			key := string(ev.Kv.Key)
+			if ev.Type == mvccpb.DELETE {
+				t.applyDelete(t.shards, t.nodes, key)
+			} else {
+				t.applyPut(t.shards, t.nodes, key, ev.Kv.Value, ev.Kv.CreateRevision, ev.Kv.Lease)
+			}
+		}
+		t.rev = max(t.rev, resp.Events[len(resp.Events)-1].Kv.ModRevision)
+		t.notify()
+		t.mu.Unlock()
+	}
+}

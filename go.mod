@@ -103,3 +103,5 @@ require (
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go
+
+replace github.com/asynkron/protoactor-go => ./third_party/protoactor-go

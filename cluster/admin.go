@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sort"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Status is the admin endpoint's JSON view of a node.
+type Status struct {
+	Node       string            `json:"node"`
+	RemoteAddr string            `json:"remote_addr"`
+	GossipAddr string            `json:"gossip_addr"`
+	Lease      int64             `json:"lease"`
+	LeaseValid bool              `json:"lease_valid"`
+	Members    []Member          `json:"members"`
+	Shards     []OwnedShard      `json:"shards"`
+	Entities   int               `json:"active_entities"`
+	Host       actors.HostStats  `json:"host"`
+	Time       time.Time         `json:"time"`
+	Extra      map[string]string `json:"extra,omitempty"`
+}
+
+// Member is one node as gossip and etcd see it.
+type Member struct {
+	ID         string `json:"id"`
+	RemoteAddr string `json:"remote_addr"`
+	Alive      bool   `json:"alive"`
+	Registered bool   `json:"registered"`
+}
+
+// OwnedShard is one shard held by the node.
+type OwnedShard struct {
+	Shard uint32 `json:"shard"`
+	Epoch int64  `json:"epoch"`
+}
+
+// Status returns the node's current status.
+func (n *Node) Status() Status {
+	st := Status{
+		Node: n.cfg.NodeID, RemoteAddr: n.tr.addr, GossipAddr: n.members.addr(),
+		Lease: int64(n.place.Lease()), LeaseValid: n.place.Valid(), Time: time.Now().UTC(),
+		Host: n.host.Stats(),
+	}
+	st.Entities = st.Host.Active
+	alive, _ := n.members.snapshot()
+	seen := map[string]*Member{}
+	for _, info := range n.place.Table().Nodes() {
+		m := &Member{ID: info.ID, RemoteAddr: info.RemoteAddr, Registered: true}
+		_, m.Alive = alive[info.ID]
+		m.Alive = m.Alive || info.ID == n.cfg.NodeID
+		seen[info.ID] = m
+	}
+	for id, meta := range alive {
+		if _, ok := seen[id]; !ok {
+			seen[id] = &Member{ID: id, RemoteAddr: meta.Remote, Alive: true}
+		}
+	}
+	for _, m := range seen {
+		st.Members = append(st.Members, *m)
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	for s, e := range n.place.Owned() {
+		st.Shards = append(st.Shards, OwnedShard{Shard: s, Epoch: e})
+	}
+	sort.Slice(st.Shards, func(i, j int) bool { return st.Shards[i].Shard < st.Shards[j].Shard })
+	return st
+}
+
+// Handler returns the admin HTTP handler: / (status JSON), /metrics
+// (Prometheus) and, when Config.Pprof is set, /debug/pprof/.
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" && r.URL.Path != "/status" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(n.Status())
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	if n.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+func (n *Node) startAdmin() error {
+	ln, err := net.Listen("tcp", n.cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("cluster: admin endpoint %q: %w", n.cfg.AdminAddr, err)
+	}
+	n.adminLn = ln
+	n.admin = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("admin endpoint stopped", "err", err)
+		}
+	}()
+	return nil
+}

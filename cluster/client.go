@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ordo-actors/ordo/placement"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ClientConfig configures a client-only process (Dial).
+type ClientConfig struct {
+	// Prefix is the cluster's etcd key prefix. Default "/ordo/default".
+	Prefix string
+	// Shards is the cluster's shard count. 0 reads it from etcd (P/config).
+	Shards uint32
+	// ListenAddr is where the client receives replies (protoactor remote
+	// over TCP). Default "127.0.0.1:0".
+	ListenAddr string
+	// EtcdDialTimeout bounds connecting to etcd. Default 5s.
+	EtcdDialTimeout time.Duration
+	// Retry is how calls are retried.
+	Retry RetryPolicy
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultClientConfig returns the defaults.
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{Prefix: "/ordo/default", ListenAddr: "127.0.0.1:0", EtcdDialTimeout: 5 * time.Second,
+		Retry: DefaultRetryPolicy()}
+}
+
+// Client calls entities of a cluster without hosting any: it routes by the
+// etcd placement table. Safe for concurrent use.
+type Client struct {
+	etcd   *clientv3.Client
+	table  *placement.Table
+	tr     *transport
+	router *router
+	once   sync.Once
+}
+
+// Dial connects a client to the cluster whose etcd is at endpoints.
+func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(endpoints) == 0 {
+		return nil, errors.New("cluster: Dial: no etcd endpoints")
+	}
+	if cfg.EtcdDialTimeout <= 0 {
+		return nil, errors.New("cluster: Dial: EtcdDialTimeout must be positive")
+	}
+	if err := cfg.Retry.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.etcd, err = dialEtcd(ctx, endpoints, cfg.EtcdDialTimeout); err != nil {
+		return nil, err
+	}
+	shards := cfg.Shards
+	if shards == 0 {
+		if shards, err = readShardCount(ctx, c.etcd, cfg.Prefix); err != nil {
+			return nil, fmt.Errorf("cluster: Dial: %w", err)
+		}
+	}
+	if c.table, err = placement.NewTable(c.etcd, cfg.Prefix, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("cluster: Dial: %w", err)
+	}
+	if err = c.table.Start(ctx); err != nil {
+		return nil, fmt.Errorf("cluster: Dial: %w", err)
+	}
+	if c.tr, err = startTransport(cfg.ListenAddr, cfg.Logger); err != nil {
+		return nil, err
+	}
+	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics()}
+	return c, nil
+}
+
+// Invoke implements actors.Invoker.
+func (c *Client) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	return c.router.Invoke(ctx, env)
+}
+
+// Close releases the client's connections. It is idempotent.
+func (c *Client) Close() error {
+	c.once.Do(func() {
+		if c.tr != nil {
+			c.tr.close(false)
+		}
+		if c.table != nil {
+			c.table.Close()
+		}
+		if c.etcd != nil {
+			c.etcd.Close()
+		}
+	})
+	return nil
+}
+
+// readShardCount reads the shard count recorded in P/config.
+func readShardCount(ctx context.Context, c *clientv3.Client, prefix string) (uint32, error) {
+	keys, err := placement.NewKeys(prefix)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Get(ctx, keys.Config())
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", keys.Config(), err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, fmt.Errorf("%s not found: no node of cluster %q has started", keys.Config(), prefix)
+	}
+	var cfg struct {
+		Shards uint32 `json:"shards"`
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &cfg); err != nil || cfg.Shards == 0 {
+		return 0, fmt.Errorf("%s holds %q: not a cluster config", keys.Config(), resp.Kvs[0].Value)
+	}
+	return cfg.Shards, nil
+}

@@ -1,0 +1,39 @@
+// Package cluster ties ordo together: a Node joins the cluster by gossip
+// (hashicorp/memberlist), takes part in placement through etcd, hosts the
+// entities of the shards it owns (package actors), and routes calls to the
+// owners of the others over protoactor remote (TCP).
+//
+// Calls go to the current owner of the entity's shard, found in the etcd
+// placement table. A NotHere, fenced or unavailable answer, or an owner that
+// cannot be reached, makes the caller retry with exponential backoff and
+// full jitter until its context ends, always with the same request ID, so
+// that a retried call is applied at most once (and, retried until it
+// succeeds, exactly once). A client-only process uses Dial and the same
+// call API (actors.Call or cluster.Call) without hosting anything.
+//
+// Ordering: calls one caller makes one after another (each waiting for the
+// previous reply) reach the entity in that order, wherever it moves.
+//
+// Failover: when gossip declares a node dead and its lease shows a missed
+// renewal, one live node (placement.Revoker) revokes the lease, so the dead
+// node's shards free at once instead of after the lease TTL. Safety never
+// depends on this: a node that was alive after all is fenced by storage and
+// rejoins under a new lease.
+//
+// Graceful handoff: Shutdown drains every shard (stop admitting, finish,
+// flush, stop entities) before releasing its lock; callers see retries,
+// not failures.
+package cluster
+
+import (
+	"context"
+
+	"github.com/ordo-actors/ordo/actors"
+	"google.golang.org/protobuf/proto"
+)
+
+// Call sends msg to the entity ref through inv (a *Node or a *Client) and
+// decodes the reply as R. It is actors.Call, here for discoverability.
+func Call[R proto.Message](ctx context.Context, inv actors.Invoker, ref actors.Ref, msg proto.Message, opts ...actors.CallOption) (R, error) {
+	return actors.Call[R](ctx, inv, ref, msg, opts...)
+}

@@ -1,0 +1,179 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/placement/etcdembed"
+	"github.com/ordo-actors/ordo/proto/testpb"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// grpc's and protoactor's process-wide background goroutines.
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+	)
+}
+
+func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", timeout, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ORDO_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startEtcd(t testing.TB) *etcdembed.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+var prefixSeq atomic.Int64
+
+// env is one test cluster: an etcd, a store, a prefix, and nodes.
+type env struct {
+	t      *testing.T
+	etcd   *etcdembed.Server
+	store  persistence.Store
+	prefix string
+	shards uint32
+	nodes  []*cluster.Node
+	faults *cluster.GossipFaults
+}
+
+func newEnv(t *testing.T, store persistence.Store, shards uint32) *env {
+	return &env{t: t, etcd: startEtcd(t), store: store, shards: shards,
+		prefix: fmt.Sprintf("/ordo/test-%d", prefixSeq.Add(1)), faults: &cluster.GossipFaults{}}
+}
+
+func (e *env) config(id string) cluster.Config {
+	cfg := cluster.DefaultLocalConfig()
+	cfg.NodeID = id
+	cfg.EtcdEndpoints = e.etcd.Endpoints()
+	cfg.Store = e.store
+	cfg.Placement.Prefix = e.prefix
+	cfg.Placement.Shards = e.shards
+	cfg.Logger = testLogger()
+	cfg.GossipFaults = e.faults
+	if len(e.nodes) > 0 {
+		cfg.Join = []string{e.nodes[0].GossipAddr()}
+	}
+	return cfg
+}
+
+func (e *env) start(cfg cluster.Config) *cluster.Node {
+	e.t.Helper()
+	n, err := cluster.New(cfg, counterKind)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.nodes = append(e.nodes, n)
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx)
+	})
+	return n
+}
+
+func (e *env) startN(n int) {
+	for i := 0; i < n; i++ {
+		e.start(e.config(fmt.Sprintf("n%d", len(e.nodes)+1)))
+	}
+}
+
+// settled waits until the running nodes own every shard between them,
+// each shard once.
+func (e *env) settled(nodes ...*cluster.Node) {
+	e.t.Helper()
+	checkFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
+		seen := map[uint32]string{}
+		for _, n := range nodes {
+			for s := range n.Owned() {
+				if other, dup := seen[s]; dup {
+					return fmt.Errorf("shard %d owned by %s and %s", s, other, n.ID())
+				}
+				seen[s] = n.ID()
+			}
+		}
+		if len(seen) != int(e.shards) {
+			return fmt.Errorf("%d of %d shards owned", len(seen), e.shards)
+		}
+		return nil
+	})
+}
+
+func (e *env) dial() *cluster.Client {
+	e.t.Helper()
+	cfg := cluster.DefaultClientConfig()
+	cfg.Prefix = e.prefix
+	cfg.Logger = testLogger()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := cluster.Dial(ctx, e.etcd.Endpoints(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type counterCtx = actors.Context[*testpb.Counter]
+
+var counterKind = actors.MustKind("counter", func() *testpb.Counter { return new(testpb.Counter) },
+	actors.On(func(c *counterCtx, m *testpb.Add) (*testpb.Value, error) {
+		var prev uint64
+		if m.Sender != "" {
+			if c.State.LastSeq == nil {
+				c.State.LastSeq = map[string]uint64{}
+			}
+			prev = c.State.LastSeq[m.Sender]
+			c.State.LastSeq[m.Sender] = m.Seq
+		}
+		c.State.Value += m.Delta
+		return &testpb.Value{Value: c.State.Value, PrevSeq: prev}, nil
+	}),
+	actors.OnRead(func(c *counterCtx, m *testpb.Get) (*testpb.Value, error) {
+		return &testpb.Value{Value: c.State.Value}, nil
+	}),
+)
+
+func counter(id string) actors.Ref { return counterKind.Ref(id) }

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/placement"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+)
+
+// RetryPolicy says how calls are retried: exponential backoff with full
+// jitter (a random wait in [0, min(Max, Base·2^attempt)]), every attempt
+// bounded by AttemptTimeout, until the caller's context ends.
+type RetryPolicy struct {
+	// Base is the first backoff bound. Default 5ms.
+	Base time.Duration
+	// Max caps the backoff bound. Default 500ms.
+	Max time.Duration
+	// AttemptTimeout bounds one attempt (a slow owner is retried, with the
+	// same request ID). Default 5s.
+	AttemptTimeout time.Duration
+}
+
+// DefaultRetryPolicy returns the defaults.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{Base: 5 * time.Millisecond, Max: 500 * time.Millisecond, AttemptTimeout: 5 * time.Second}
+}
+
+func (p RetryPolicy) validate() error {
+	if p.Base <= 0 || p.Max < p.Base || p.AttemptTimeout <= 0 {
+		return fmt.Errorf("cluster: invalid retry policy %+v: want 0 < Base <= Max and AttemptTimeout > 0", p)
+	}
+	return nil
+}
+
+func (p RetryPolicy) backoff(attempt int) time.Duration {
+	bound := p.Max
+	if attempt < 30 {
+		if b := p.Base << attempt; b < bound {
+			bound = b
+		}
+	}
+	return rand.N(bound + 1)
+}
+
+// router finds shard owners in the placement table and delivers envelopes
+// to them: to the local host when this node owns the shard, over the
+// transport otherwise. It retries NotHere, fenced, unavailable and
+// unreachable outcomes until the caller's context ends, always with the
+// same envelope (so the same request ID). Safe for concurrent use.
+type router struct {
+	self    string        // "" in a client
+	local   *actors.Host  // nil in a client
+	table   *placement.Table
+	tr      *transport
+	shards  int
+	policy  RetryPolicy
+	metrics *metrics
+}
+
+// Invoke implements actors.Invoker.
+func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
+		env.DeadlineUnixNano = d.UnixNano()
+	}
+	ref, err := actors.RefFromProto(env.GetTarget())
+	if err != nil {
+		return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(
+			&actors.Error{Code: ordopb.Code_CODE_BAD_REQUEST, Message: err.Error()})}, nil
+	}
+	shard := actors.ShardOf(ref, r.shards)
+	start := time.Now()
+	changed, unsubscribe := r.table.Subscribe()
+	defer unsubscribe()
+	var last error
+	for attempt := 0; ; attempt++ {
+		rep, err := r.attempt(ctx, shard, env)
+		if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
+			r.metrics.observeCall(ref.Kind, start, rep.GetError())
+			return rep, nil
+		}
+		if err == nil {
+			err = actors.ErrorFromProto(rep.GetError())
+		}
+		last = err
+		if attempt > 0 {
+			r.metrics.retries.Inc()
+		}
+		t := time.NewTimer(r.policy.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			r.metrics.observeCall(ref.Kind, start, actors.ErrorToProto(ctx.Err()))
+			return nil, fmt.Errorf("cluster: call to %s gave up after %d attempts: %w (last: %v)", ref, attempt+1, ctx.Err(), last)
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// attempt makes one try: a reply (possibly a retryable error reply), or an
+// error when the owner is unknown or unreachable.
+func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	owner, ok := r.table.Lookup(shard)
+	if !ok {
+		return nil, fmt.Errorf("%w: shard %d has no owner", actors.ErrNotHere, shard)
+	}
+	actx, cancel := context.WithTimeout(ctx, r.policy.AttemptTimeout)
+	defer cancel()
+	if owner.NodeID == r.self && r.local != nil {
+		rep, err := r.local.Invoke(actx, env)
+		if err != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w: local attempt: %v", actors.ErrUnavailable, err)
+		}
+		return rep, err
+	}
+	info, ok := r.table.Node(owner.NodeID)
+	if !ok || info.RemoteAddr == "" {
+		return nil, fmt.Errorf("%w: owner %s of shard %d not registered", errUnreachable, owner.NodeID, shard)
+	}
+	rep, err := r.tr.request(actx, info.RemoteAddr, env)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, errUnreachable) {
+			err = fmt.Errorf("%w: %v", errUnreachable, err)
+		}
+	}
+	return rep, err
+}
+
+// Route implements actors.Router for entity-to-entity messages: it runs
+// Invoke on its own goroutine and reports the outcome through done.
+func (r *router) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+	go func() {
+		rep, err := r.Invoke(ctx, env)
+		if err != nil {
+			rep = &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(
+				&actors.Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: err.Error()})}
+		}
+		done(rep)
+	}()
+}

@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are one node's (or client's) Prometheus collectors, registered
+// on its own registry so that several nodes can share a process.
+type metrics struct {
+	reg       *prometheus.Registry
+	calls     *prometheus.CounterVec   // by kind, outcome (caller side)
+	latency   *prometheus.HistogramVec // by kind (caller side)
+	served    *prometheus.CounterVec   // by kind, outcome (owner side)
+	retries   prometheus.Counter
+	handoffs  prometheus.Counter
+	failovers prometheus.Counter
+	batch     prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ordo_calls_total", Help: "Calls made through this process, by entity kind and outcome code.",
+		}, []string{"kind", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "ordo_call_duration_seconds", Help: "Call latency seen by callers in this process, retries included, by kind.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"kind"}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ordo_served_total", Help: "Calls answered by this node's router, by kind and outcome code.",
+		}, []string{"kind", "outcome"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ordo_call_retries_total", Help: "Call attempts retried (not here, fenced, unavailable, unreachable).",
+		}),
+		handoffs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ordo_handoffs_total", Help: "Shards this node released gracefully.",
+		}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ordo_failover_revocations_total", Help: "Leases of dead nodes this node revoked.",
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "ordo_batch_records", Help: "Records per store Save.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+	}
+	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.handoffs, m.failovers, m.batch)
+	return m
+}
+
+// registerHost exposes the host's counters.
+func (m *metrics) registerHost(h *actors.Host) {
+	counter := func(name, help string, f func(actors.HostStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(h.Stats())) })
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ordo_active_entities", Help: "Entities active on this node."},
+			func() float64 { return float64(h.Stats().Active) }),
+		counter("ordo_activations_total", "Entity activations.", func(s actors.HostStats) uint64 { return s.Activations }),
+		counter("ordo_passivations_total", "Entity passivations.", func(s actors.HostStats) uint64 { return s.Passivations }),
+		counter("ordo_store_saves_total", "Store Save calls.", func(s actors.HostStats) uint64 { return s.Batch.Saves }),
+		counter("ordo_entity_writes_total", "Entity writes submitted.", func(s actors.HostStats) uint64 { return s.Batch.Writes }),
+		counter("ordo_fenced_writes_total", "Records rejected by storage fencing.", func(s actors.HostStats) uint64 { return s.Batch.Fenced }),
+		counter("ordo_failed_writes_total", "Records whose Save failed otherwise.", func(s actors.HostStats) uint64 { return s.Batch.Failed }),
+	)
+}
+
+func outcome(e *ordopb.Error) string {
+	if e == nil {
+		return "ok"
+	}
+	return e.GetCode().String()
+}
+
+func (m *metrics) observeCall(kind string, start time.Time, e *ordopb.Error) {
+	m.calls.WithLabelValues(kind, outcome(e)).Inc()
+	m.latency.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+}

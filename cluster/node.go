@@ -1,0 +1,459 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/placement"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrClosed is returned by calls on a node or client that was shut down.
+var ErrClosed = errors.New("cluster: closed")
+
+// Node is one member of an ordo cluster: it hosts the entities of the
+// shards it owns, routes calls to the owners of the others, and takes part
+// in placement and gossip.
+//
+// Lifecycle: New, Start, then Shutdown (idempotent; drains every shard).
+// Kill and Pause/Resume are fault hooks for tests and chaos tooling. All
+// methods are safe for concurrent use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	kinds   []actors.Kind
+	metrics *metrics
+
+	etcd    *clientv3.Client
+	ownEtcd bool
+	tr      *transport
+	host    *actors.Host
+	place   *placement.Node
+	members *membership
+	router  *router
+	admin   *http.Server
+	adminLn net.Listener
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	paused   atomic.Pointer[chan struct{}]
+	stopOnce sync.Once
+	started  atomic.Bool
+	stopped  atomic.Bool
+}
+
+// New validates cfg and returns a node for kinds. It does no I/O.
+func New(cfg Config, kinds ...actors.Kind) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), kinds: kinds, metrics: newMetrics()}, nil
+}
+
+// Start connects to etcd, starts the remote listener, the entity host,
+// gossip and placement, and returns once the node is registered. On error
+// everything started so far is stopped.
+func (n *Node) Start(ctx context.Context) (err error) {
+	if !n.started.CompareAndSwap(false, true) {
+		return errors.New("cluster: node already started")
+	}
+	defer func() {
+		if err != nil {
+			n.teardown(true)
+		}
+	}()
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+
+	if n.cfg.Etcd != nil {
+		n.etcd = n.cfg.Etcd
+	} else {
+		n.etcd, err = dialEtcd(ctx, n.cfg.EtcdEndpoints, n.cfg.EtcdDialTimeout)
+		if err != nil {
+			return err
+		}
+		n.ownEtcd = true
+	}
+	if n.tr, err = startTransport(n.cfg.RemoteAddr, n.log); err != nil {
+		return err
+	}
+
+	table, err := placement.NewTable(n.etcd, n.cfg.Placement.Prefix, n.log)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	n.router = &router{self: n.cfg.NodeID, table: table, tr: n.tr, shards: int(n.cfg.Placement.Shards),
+		policy: n.cfg.Retry, metrics: n.metrics}
+
+	hc := n.cfg.Host
+	hc.Shards = int(n.cfg.Placement.Shards)
+	hc.Router = n.router
+	hc.LeaseValid = func() bool { return n.place != nil && n.place.Valid() }
+	hc.OnShardLost = func(shard uint32, epoch int64, err error) {
+		n.log.Warn("shard fenced by a newer owner", "shard", shard, "epoch", epoch, "err", err)
+	}
+	hc.OnBatch = func(records int) { n.metrics.batch.Observe(float64(records)) }
+	if hc.Logger == nil {
+		hc.Logger = n.log
+	}
+	if n.host, err = actors.NewHost(hc, n.cfg.Store, n.kinds...); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if err = n.host.Start(ctx); err != nil {
+		return err
+	}
+	n.router.local = n.host
+	n.metrics.registerHost(n.host)
+	n.tr.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &routerActor{n: n} }), routerName)
+
+	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr}, n.log)
+	if err != nil {
+		return err
+	}
+
+	pc := n.cfg.Placement
+	pc.NodeID = n.cfg.NodeID
+	pc.RemoteAddr = n.tr.addr
+	pc.GossipAddr = n.members.addr()
+	if pc.Logger == nil {
+		pc.Logger = n.log
+	}
+	if n.place, err = placement.New(pc, n.etcd, placementHost{n}); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	// The placement node's table is the one the router should use: it is
+	// kept current by the node itself.
+	if err = n.place.Start(ctx); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	n.router.table = n.place.Table()
+	n.members.setLease(int64(n.place.Lease()))
+
+	if n.cfg.AdminAddr != "" {
+		if err = n.startAdmin(); err != nil {
+			return err
+		}
+	}
+	n.wg.Add(1)
+	go n.liveLoop(runCtx)
+	n.log.Info("node started", "remote", n.tr.addr, "gossip", n.members.addr())
+	return nil
+}
+
+func dialEtcd(ctx context.Context, endpoints []string, timeout time.Duration) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: etcd %v: %w", endpoints, err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Get(sctx, "/ordo-ping"); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cluster: etcd %v unreachable: %w", endpoints, err)
+	}
+	return c, nil
+}
+
+// Shutdown leaves the cluster gracefully: every shard is drained and
+// released (callers see retries, not failures), the lease is revoked, and
+// everything stops. If ctx ends first, what remains is stopped at once.
+// It is idempotent.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var err error
+	n.stopOnce.Do(func() {
+		n.Resume()
+		if n.place != nil {
+			if perr := n.place.Shutdown(ctx); perr != nil {
+				err = perr
+			}
+		}
+		if n.host != nil {
+			if herr := n.host.Shutdown(ctx); herr != nil && err == nil {
+				err = herr
+			}
+		}
+		n.teardown(false)
+	})
+	return err
+}
+
+// Kill stops the node as a crash would: no drain, no lease revocation, no
+// gossip leave; listeners close at once and keepalives stop, so the lease
+// expires (or is revoked by a peer) and other nodes take over. Entity
+// state already durable stays; replies not yet sent are lost. For tests
+// and chaos tooling.
+func (n *Node) Kill() {
+	n.stopOnce.Do(func() {
+		n.Resume()
+		if n.place != nil {
+			n.place.SuspendKeepalives(true)
+		}
+		if n.host != nil {
+			n.host.Pause() // freeze entities: nothing more is processed
+		}
+		if n.members != nil {
+			n.members.kill()
+		}
+		if n.tr != nil {
+			n.tr.close(true)
+			n.tr = nil
+		}
+		if n.ownEtcd && n.etcd != nil {
+			n.etcd.Close() // keepalives stop; the lease is not revoked
+		}
+		// A canceled context: placement and the host stop their goroutines
+		// without releasing a shard or revoking the lease.
+		dead, cancel := context.WithCancel(context.Background())
+		cancel()
+		if n.host != nil {
+			n.host.DropAll(ErrClosed)
+		}
+		if n.place != nil {
+			_ = n.place.Shutdown(dead)
+		}
+		if n.host != nil {
+			_ = n.host.Shutdown(dead)
+		}
+		n.teardown(true)
+	})
+}
+
+// teardown stops what Start started, in reverse order.
+func (n *Node) teardown(hard bool) {
+	n.stopped.Store(true)
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	if n.admin != nil {
+		_ = n.admin.Close()
+	}
+	if n.members != nil {
+		if hard {
+			n.members.kill()
+		} else {
+			n.members.leave(time.Second)
+		}
+	}
+	if n.host != nil {
+		dead, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = n.host.Shutdown(dead) // a no-op after a graceful Shutdown
+	}
+	if n.tr != nil {
+		n.tr.close(hard)
+	}
+	if n.ownEtcd && n.etcd != nil {
+		n.etcd.Close()
+	}
+}
+
+// Pause freezes the node as SIGSTOP would, as far as ordo is concerned:
+// lease keepalives stop, entities stop taking messages, and placement's
+// reaction to losing the lease waits. Resume lets the entities run first
+// (so writes they make under the expired epoch reach the store and are
+// fenced), then placement. For tests and chaos tooling.
+func (n *Node) Pause() {
+	ch := make(chan struct{})
+	if !n.paused.CompareAndSwap(nil, &ch) {
+		return
+	}
+	n.place.SuspendKeepalives(true)
+	n.host.Pause()
+}
+
+// Resume ends a Pause.
+func (n *Node) Resume() {
+	ch := n.paused.Swap(nil)
+	if ch == nil {
+		return
+	}
+	n.host.Resume()
+	n.place.SuspendKeepalives(false)
+	close(*ch)
+}
+
+func (n *Node) waitIfPaused() {
+	if ch := n.paused.Load(); ch != nil {
+		<-*ch
+	}
+}
+
+// ID returns the node ID.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// RemoteAddr returns the address the node accepts calls on.
+func (n *Node) RemoteAddr() string { return n.tr.addr }
+
+// GossipAddr returns the gossip address the node is bound to.
+func (n *Node) GossipAddr() string { return n.members.addr() }
+
+// AdminAddr returns the admin endpoint's address ("" when disabled).
+func (n *Node) AdminAddr() string {
+	if n.adminLn == nil {
+		return ""
+	}
+	return n.adminLn.Addr().String()
+}
+
+// Owned returns the shards the node holds and their epochs.
+func (n *Node) Owned() map[uint32]int64 { return n.place.Owned() }
+
+// Host returns the node's entity host (for stats and tests).
+func (n *Node) Host() *actors.Host { return n.host }
+
+// Placement returns the node's placement member.
+func (n *Node) Placement() *placement.Node { return n.place }
+
+// Invoke implements actors.Invoker: it routes env to the owner of its
+// entity, retrying until ctx ends.
+func (n *Node) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	if n.stopped.Load() {
+		return nil, ErrClosed
+	}
+	return n.router.Invoke(ctx, env)
+}
+
+// liveLoop feeds placement the live set (registered in etcd and not
+// declared dead by gossip) and revokes the leases of dead nodes when this
+// node is the one chosen to.
+func (n *Node) liveLoop(ctx context.Context) {
+	defer n.wg.Done()
+	changed, unsubscribe := n.place.Table().Subscribe()
+	defer unsubscribe()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	revoking := make(map[string]bool)
+	var revokeMu sync.Mutex
+	lastLease := int64(n.place.Lease())
+	for {
+		alive, dead := n.members.snapshot()
+		var live []string
+		for _, info := range n.place.Table().Nodes() {
+			if info.ID == n.cfg.NodeID {
+				live = append(live, info.ID)
+				continue
+			}
+			if _, ok := alive[info.ID]; ok {
+				live = append(live, info.ID)
+			}
+		}
+		if !contains(live, n.cfg.NodeID) {
+			live = append(live, n.cfg.NodeID)
+		}
+		sort.Strings(live)
+		n.place.SetLive(live)
+
+		for _, info := range n.place.Table().Nodes() {
+			if _, isDead := dead[info.ID]; !isDead || info.ID == n.cfg.NodeID {
+				continue
+			}
+			if placement.Revoker(info.ID, live) != n.cfg.NodeID {
+				continue
+			}
+			revokeMu.Lock()
+			busy := revoking[info.ID]
+			revoking[info.ID] = true
+			revokeMu.Unlock()
+			if busy {
+				continue
+			}
+			n.wg.Add(1)
+			go func(id string) {
+				defer n.wg.Done()
+				defer func() { revokeMu.Lock(); delete(revoking, id); revokeMu.Unlock() }()
+				ok, err := n.place.RevokeDead(ctx, id)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					n.log.Warn("revoking a dead node's lease failed", "dead", id, "err", err)
+				case ok:
+					n.metrics.failovers.Inc()
+					n.log.Info("revoked the lease of a dead node", "dead", id)
+				}
+			}(info.ID)
+		}
+		if l := int64(n.place.Lease()); l != lastLease {
+			lastLease = l
+			n.members.setLease(l)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-n.members.changed:
+		case <-tick.C:
+		}
+	}
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// placementHost adapts the entity host to placement's callbacks.
+type placementHost struct{ n *Node }
+
+func (p placementHost) Acquired(shard uint32, epoch int64) {
+	if err := p.n.host.Own(shard, epoch); err != nil {
+		p.n.log.Error("cannot serve acquired shard", "shard", shard, "epoch", epoch, "err", err)
+	}
+}
+
+func (p placementHost) Release(ctx context.Context, shard uint32, epoch int64) error {
+	p.n.metrics.handoffs.Inc()
+	return p.n.host.Release(ctx, shard, epoch)
+}
+
+func (p placementHost) Lost(shards []uint32) {
+	p.n.waitIfPaused()
+	for _, s := range shards {
+		p.n.host.Drop(s, fmt.Errorf("%w: lease lost", actors.ErrNotHere))
+	}
+}
+
+// routerActor receives envelopes from other processes and hands them to
+// the host; the reply goes back to the sender.
+type routerActor struct{ n *Node }
+
+func (r *routerActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *ordopb.Envelope:
+		sender := c.Sender()
+		if sender == nil {
+			return // nobody to answer
+		}
+		ref := m.GetTarget().GetKind()
+		root := r.n.tr.system.Root
+		r.n.host.Submit(m, func(rep *ordopb.Reply) {
+			r.n.metrics.served.WithLabelValues(ref, outcome(rep.GetError())).Inc()
+			root.Send(sender, rep)
+		})
+	case proto.Message:
+		if sender := c.Sender(); sender != nil {
+			c.Respond(&ordopb.Reply{Error: actors.ErrorToProto(&actors.Error{
+				Code: ordopb.Code_CODE_BAD_REQUEST, Message: fmt.Sprintf("router accepts ordo.v1.Envelope, got %s", proto.MessageName(m))})})
+		}
+	}
+}

@@ -53,8 +53,8 @@ func (p RetryPolicy) backoff(attempt int) time.Duration {
 // unreachable outcomes until the caller's context ends, always with the
 // same envelope (so the same request ID). Safe for concurrent use.
 type router struct {
-	self    string        // "" in a client
-	local   *actors.Host  // nil in a client
+	self    string       // "" in a client
+	local   *actors.Host // nil in a client
 	table   *placement.Table
 	tr      *transport
 	shards  int

@@ -35,6 +35,7 @@ type Host struct {
 	ctx     context.Context // ends at Shutdown
 	cancel  context.CancelFunc
 
+	bg        sync.WaitGroup // background fences
 	startOnce sync.Once
 	stopOnce  sync.Once
 	stopped   chan struct{}
@@ -188,9 +189,10 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		h.mu.Unlock()
 		h.DropAll(ErrClosed)
 		if started {
+			h.cancel()
+			h.bg.Wait()
 			h.batcher.close()
 			h.system.Shutdown()
-			h.cancel()
 		}
 		close(h.stopped)
 	})
@@ -225,13 +227,28 @@ func (h *Host) Own(shard uint32, epoch int64) error {
 		h.Drop(shard, fmt.Errorf("%w: superseded by epoch %d", ErrNotHere, epoch))
 		h.mu.Lock()
 	}
-	h.shards[shard] = &shardState{
+	sh := &shardState{
 		id:       shard,
 		epoch:    epoch,
 		calls:    make(map[*call]struct{}),
 		entities: make(map[Ref]*entry),
 	}
+	h.shards[shard] = sh
+	h.bg.Add(1)
 	h.mu.Unlock()
+	// Fence at once rather than at the first activation, so that from now
+	// on no write under an older epoch can land, even in a shard whose
+	// entities are not called for a while.
+	go func() {
+		defer h.bg.Done()
+		if err := h.ensureFenced(sh); err != nil {
+			if errors.Is(err, persistence.ErrFenced) {
+				h.shardFenced(sh, err)
+			} else if h.ctx.Err() == nil {
+				h.log.Warn("fencing shard failed; the first activation retries", "shard", shard, "epoch", epoch, "err", err)
+			}
+		}
+	}()
 	return nil
 }
 

@@ -5,6 +5,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,7 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 	if !ok {
 		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
 	}
-	r.Data = append([]byte(nil), r.Data...)
+	r.Data = bytes.Clone(r.Data)
 	return r, nil
 }
 
@@ -158,7 +159,7 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	}
 	for _, r := range recs {
 		if outcome[r.Shard] == nil {
-			r.Data = append([]byte(nil), r.Data...)
+			r.Data = bytes.Clone(r.Data)
 			s.records[key{r.Kind, r.ID}] = r
 		}
 	}

@@ -21,8 +21,11 @@ var ErrOutcomeUnknown = errors.New("etcdstore: save outcome unknown")
 
 // Defaults of Config.
 const (
-	DefaultPrefix          = "/ordo/default/store/"
-	DefaultMaxTxnOps       = 128
+	// DefaultPrefix is the default Config.Prefix.
+	DefaultPrefix = "/ordo/default/store/"
+	// DefaultMaxTxnOps is etcd's default --max-txn-ops.
+	DefaultMaxTxnOps = 128
+	// DefaultMaxRequestBytes is etcd's default --max-request-bytes.
 	DefaultMaxRequestBytes = 1536 * 1024
 )
 
@@ -35,6 +38,7 @@ const (
 )
 
 // Config configures a Store. The zero value of a field means its default.
+// A Config is a plain value: New copies it.
 type Config struct {
 	// Prefix is the key prefix of every key the store writes; it should end
 	// in "/". Default DefaultPrefix.

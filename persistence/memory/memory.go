@@ -1,7 +1,3 @@
-// Package memory is an in-memory persistence.Store with exactly the fencing
-// semantics of the contract, plus fault hooks (delayed, failing and blocked
-// saves) for tests. It keeps nothing across processes: use it for unit tests
-// only.
 package memory
 
 import (

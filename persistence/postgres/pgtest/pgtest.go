@@ -1,9 +1,3 @@
-// Package pgtest gives tests a PostgreSQL server and a private schema on it.
-//
-// Tests read the server's URL from ORDO_PG_URL and skip, saying how to run
-// them, when it is unset or the server is unreachable, unless
-// ORDO_REQUIRE_PG=1, which turns both cases into failures (CI sets it).
-// Its functions are safe for concurrent use.
 package pgtest
 
 import (
@@ -21,7 +15,10 @@ import (
 
 // Environment variables read by URL.
 const (
-	EnvURL     = "ORDO_PG_URL"
+	// EnvURL names the variable holding the server's connection string.
+	EnvURL = "ORDO_PG_URL"
+	// EnvRequire names the variable that, set to 1, makes a missing or
+	// unreachable server fail tests instead of skipping them.
 	EnvRequire = "ORDO_REQUIRE_PG"
 )
 
@@ -45,7 +42,7 @@ func URL(t testing.TB) string {
 		t.Skipf("PostgreSQL tests need a server; run: %s", howTo)
 	}
 	pingOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 10*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
@@ -75,7 +72,8 @@ func Schema(t testing.TB) string {
 	}
 	name := "ordo_test_" + hex.EncodeToString(b[:])
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// t.Context is canceled by the time cleanups run.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 		defer cancel()
 		if err := Exec(ctx, url, fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE", pgx.Identifier{name}.Sanitize())); err != nil {
 			t.Errorf("drop schema %s: %v", name, err)

@@ -271,6 +271,31 @@ func TestTooLarge(t *testing.T) {
 	}
 }
 
+// The largest record the store sends is one the server accepts; one byte
+// more is refused by the store itself.
+func TestRecordSizeLimitEdge(t *testing.T) {
+	s := newStore(t, newClient(t, endpoints), etcdstore.Config{Prefix: "/edge/"})
+	fence(t, s, 1, 1)
+	// Shard 1's guard, key and encoding overhead use a few hundred bytes
+	// at most of the limit's margin; find the largest accepted size.
+	size := serverMaxRequestBytes - 4096 + 256 // just over the store's own margin
+	for ; size > 0; size -= 128 {
+		out, err := s.Save(t.Context(), []persistence.Record{{Kind: "k", ID: "edge", Shard: 1, Epoch: 1, Data: make([]byte, size)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[1] == nil {
+			break
+		}
+		if !errors.Is(out[1], persistence.ErrTooLarge) || !strings.Contains(out[1].Error(), "record k/edge") {
+			t.Fatalf("size %d: %v", size, out[1])
+		}
+	}
+	if size < serverMaxRequestBytes-8192 {
+		t.Fatalf("largest accepted record is %d bytes, want within 8 KiB of %d", size, serverMaxRequestBytes)
+	}
+}
+
 // A store configured above the server's limits gets the server's refusal
 // as an ErrTooLarge outcome for the shards concerned.
 func TestServerLimitBelowConfig(t *testing.T) {

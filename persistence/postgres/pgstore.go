@@ -131,8 +131,10 @@ RETURNING f.epoch`,
 ), w AS (
 	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data)
 	SELECT r.kind, r.id, r.shard, r.epoch, r.data
-	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[]) AS r(kind, id, shard, epoch, data)
+	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, ord)
 	WHERE r.shard IN (SELECT shard FROM ok)
+	ORDER BY r.ord
 	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data
 	RETURNING 1
 )
@@ -272,8 +274,9 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	if len(recs) == 0 {
 		return outcome, nil
 	}
-	// Records in key order, so that concurrent batches lock entity rows in
-	// the same order.
+	// Records in key order (kept by the statement's ORDER BY), so that
+	// concurrent batches lock entity rows in the same order and cannot
+	// deadlock on them.
 	order := make([]int, len(recs))
 	for i := range order {
 		order[i] = i

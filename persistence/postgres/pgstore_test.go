@@ -139,7 +139,7 @@ func TestFenceWaitsForLockedSave(t *testing.T) {
 	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		var n int
 		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %fences%'`).Scan(&n)
+WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %fences%' AND strpos(query, $1) > 0`, schema).Scan(&n)
 		if err == nil && n == 0 {
 			err = errors.New("Fence not waiting for the lock")
 		}
@@ -276,5 +276,83 @@ func TestServerRestart(t *testing.T) {
 				t.Fatalf("shard %d partly written: record 0 has round %s, record %d has %s", sh, first, i, r.Data)
 			}
 		}
+	}
+}
+
+// A Save that reaches a fence row while a Fence holds it waits, and then
+// judges by the Fence's outcome: the committed new epoch rejects it, a
+// rolled-back Fence lets it through. This is the READ COMMITTED case the
+// FOR SHARE lock exists for.
+func TestSaveWaitsForUncommittedFence(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			url, schema := pgtest.URL(t), pgtest.Schema(t)
+			s := open(t, schema)
+			if err := s.Fence(t.Context(), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Fence(t.Context(), 2, 1); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pgx.Connect(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			tx, err := conn.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			fences := pgx.Identifier{schema, "fences"}.Sanitize()
+			if _, err := tx.Exec(t.Context(), "UPDATE "+fences+" SET epoch = 2 WHERE shard = 1"); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				out map[uint32]error
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := s.Save(t.Context(), []persistence.Record{
+					{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("a")},
+					{Kind: "k", ID: "b", Shard: 2, Epoch: 1, Data: []byte("b")},
+				})
+				done <- result{out, err}
+			}()
+			storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+				var n int
+				err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+				if err == nil && n == 0 {
+					err = errors.New("Save not waiting for the lock")
+				}
+				return err
+			})
+			if commit {
+				err = tx.Commit(t.Context())
+			} else {
+				err = tx.Rollback(t.Context())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil || r.out[2] != nil {
+				t.Fatalf("Save: %v, %v", r.out, r.err)
+			}
+			_, loadErr := s.Load(t.Context(), "k", "a")
+			if commit {
+				var fe *persistence.FencedError
+				if !errors.As(r.out[1], &fe) || fe.Want != 2 {
+					t.Fatalf("shard 1 after the Fence committed: %v", r.out[1])
+				}
+				if !errors.Is(loadErr, persistence.ErrNotFound) {
+					t.Fatalf("fenced record visible: %v", loadErr)
+				}
+			} else if r.out[1] != nil || loadErr != nil {
+				t.Fatalf("shard 1 after the Fence rolled back: %v, load %v", r.out[1], loadErr)
+			}
+		})
 	}
 }

@@ -245,6 +245,7 @@ func TestTooLarge(t *testing.T) {
 	fence(t, s, 3, 1)
 	recs := []persistence.Record{
 		{Kind: "k", ID: "huge", Shard: 1, Epoch: 1, Data: make([]byte, 2<<20)},
+		{Kind: "k", ID: "small", Shard: 1, Epoch: 1, Data: []byte("same shard as huge")},
 		// Two records of 1 MiB fit alone but not together, and one shard is
 		// never split.
 		{Kind: "k", ID: "a", Shard: 2, Epoch: 1, Data: make([]byte, 1<<20)},
@@ -264,7 +265,10 @@ func TestTooLarge(t *testing.T) {
 	if out[3] != nil {
 		t.Fatalf("shard 3: %v", out[3])
 	}
-	for _, id := range []string{"huge", "a", "b"} {
+	if _, err := s.Load(t.Context(), "k", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"huge", "small", "a", "b"} {
 		if _, err := s.Load(t.Context(), "k", id); !errors.Is(err, persistence.ErrNotFound) {
 			t.Fatalf("%s: %v", id, err)
 		}

@@ -318,31 +318,6 @@ func TestServerLimitBelowConfig(t *testing.T) {
 	}
 }
 
-func TestConcurrentFences(t *testing.T) {
-	s := newStore(t, newClient(t, endpoints), etcdstore.Config{})
-	errc := make(chan error, 20)
-	for e := int64(1); e <= 20; e++ {
-		go func() {
-			err := s.Fence(t.Context(), 5, e)
-			if errors.Is(err, persistence.ErrFenced) {
-				err = nil
-			}
-			errc <- err
-		}()
-	}
-	for range 20 {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Whatever the interleaving, the highest epoch won.
-	err := s.Fence(t.Context(), 5, 19)
-	var fe *persistence.FencedError
-	if !errors.As(err, &fe) || fe.Want != 20 {
-		t.Fatalf("Fence(19) after racing fences: %v", err)
-	}
-}
-
 func TestCorruptValues(t *testing.T) {
 	cli := newClient(t, endpoints)
 	prefix := newPrefix()

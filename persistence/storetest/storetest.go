@@ -52,6 +52,7 @@ type testCase struct {
 var cases = []testCase{
 	{"FenceOnlyRaises", testFenceOnlyRaises},
 	{"FenceInvalidEpoch", testFenceInvalidEpoch},
+	{"ConcurrentFences", testConcurrentFences},
 	{"SaveLoadRoundTrip", testSaveLoadRoundTrip},
 	{"EmptyBatch", testEmptyBatch},
 	{"LoadMissing", testLoadMissing},
@@ -235,6 +236,35 @@ func testFenceInvalidEpoch(t *testing.T, s persistence.Store) {
 	// Nothing was fenced: a write at epoch 1 is refused as unfenced.
 	out := mustSave(t, s, []persistence.Record{rec("k", "a", 1, 1, "x")})
 	wantFenced(t, out[1], 1, 1, 0)
+}
+
+// testConcurrentFences races Fence calls with epochs 1..n on one shard:
+// whatever the interleaving, the highest epoch ends up recorded, and every
+// call either succeeds or reports a higher fence.
+func testConcurrentFences(t *testing.T, s persistence.Store) {
+	const n = 16
+	errc := make(chan error, n)
+	for e := int64(1); e <= n; e++ {
+		go func() {
+			err := s.Fence(ctxFor(t), 5, e)
+			var fe *persistence.FencedError
+			if errors.As(err, &fe) {
+				if fe.Want <= e || fe.Have != e {
+					err = fmt.Errorf("Fence(5, %d): %+v", e, *fe)
+				} else {
+					err = nil
+				}
+			}
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantFenced(t, s.Fence(ctxFor(t), 5, n-1), 5, n-1, n)
+	mustSaveOK(t, s, rec("k", "a", 5, n, "x"))
 }
 
 func testSaveLoadRoundTrip(t *testing.T, s persistence.Store) {

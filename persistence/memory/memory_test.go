@@ -159,3 +159,23 @@ func TestFenceOf(t *testing.T) {
 		t.Fatalf("FenceOf = %d, want 4", got)
 	}
 }
+
+func TestLoseNextAcks(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	s.LoseNextAcks(1, nil)
+	stale := persistence.Record{Kind: "k", ID: "stale", Shard: 2, Epoch: 1, Data: []byte("x")}
+	out, err := s.Save(t.Context(), []persistence.Record{rec("a"), stale})
+	if err != nil || !errors.Is(out[1], memory.ErrInjected) || !errors.Is(out[2], persistence.ErrFenced) {
+		t.Fatalf("got %v, %v; want a lost ack for shard 1 and ErrFenced for shard 2", out, err)
+	}
+	// The write happened although it was not acknowledged.
+	if r, err := s.Load(t.Context(), "k", "a"); err != nil || string(r.Data) != "a" {
+		t.Fatalf("Load = %+v, %v", r, err)
+	}
+	out, err = s.Save(t.Context(), []persistence.Record{rec("b")})
+	if err != nil || out[1] != nil {
+		t.Fatalf("next save: %v, %v", out, err)
+	}
+}

@@ -18,8 +18,9 @@
 // Fence is one upward-only upsert of the shard's fence row (INSERT ... ON
 // CONFLICT DO UPDATE ... WHERE fences.epoch <= excluded.epoch).
 //
-// Save is one SQL statement, so one round trip and one implicit transaction
-// for the whole batch. It locks the fence rows of the batch's shards FOR
+// Save is one SQL statement, so one round trip (once pgx has prepared and
+// cached the statement on the connection, which its first use there costs
+// another) and one implicit transaction for the whole batch. It locks the fence rows of the batch's shards FOR
 // SHARE, keeps the shards whose locked fence equals their epoch, upserts
 // those shards' records (arrays passed as parameters, expanded with
 // unnest), and returns every shard's locked fence. Under READ COMMITTED the
@@ -31,4 +32,11 @@
 // written. The statement is atomic, so a lost connection or a canceled
 // context leaves every shard of the batch either fully written or not at
 // all; Save reports those shards with an error matching ErrOutcomeUnknown.
+//
+// # Limits
+//
+// Each column of a batch travels as one array parameter, and PostgreSQL
+// caps one value at 1 GB: keep batches far below that (the runtime's write
+// batcher bounds their bytes). A batch that exceeds it fails every shard
+// with ErrOutcomeUnknown, having written nothing.
 package pgstore

@@ -35,13 +35,21 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 	}
 }
 
-// RunWithReopen runs Run and, in addition, the tests that close a store and
-// open the same data again. newData returns an Opener over a fresh, empty
+// RunWithReopen runs Run and, in addition, the tests that need two stores
+// over the same data: closing a store and opening the data again, and an
+// old and a new owner racing from two stores. newData returns an Opener over a fresh, empty
 // data set each time it is called.
 func RunWithReopen(t *testing.T, newData func(t *testing.T) Opener) {
 	t.Helper()
 	Run(t, func(t *testing.T) persistence.Store { return newData(t)(t) })
 	t.Run("ReopenKeepsEverything", func(t *testing.T) { testReopen(t, newData(t)) })
+	t.Run("StaleAndCurrentWritersTwoStores", func(t *testing.T) {
+		open := newData(t)
+		old, cur := open(t), open(t)
+		defer old.Close()
+		defer cur.Close()
+		staleAndCurrentWriters(t, old, cur)
+	})
 }
 
 type testCase struct {
@@ -522,16 +530,27 @@ func parseValue(b []byte) (epoch int64, seq int, err error) {
 // has returned, nothing the old owner writes may become visible: the value
 // seen right after the Fence is the last epoch-1 value anyone ever sees.
 func testStaleAndCurrentWriters(t *testing.T, s persistence.Store) {
+	staleAndCurrentWriters(t, s, s)
+}
+
+// staleAndCurrentWriters runs the old owner on store old and the new owner
+// and the reader on store s, which may be the same store or two stores over
+// the same data (two processes).
+func staleAndCurrentWriters(t *testing.T, old, s persistence.Store) {
 	const shard = 9
 	ctx := ctxFor(t)
-	mustFence(t, s, shard, 1)
+	mustFence(t, old, shard, 1)
 	keys := []string{"x", "y"}
 	saveBoth := func(epoch int64, seq int) error {
+		st := s
+		if epoch == 1 {
+			st = old
+		}
 		recs := make([]persistence.Record, len(keys))
 		for i, k := range keys {
 			recs[i] = persistence.Record{Kind: "race", ID: k, Shard: shard, Epoch: epoch, Data: value(epoch, seq)}
 		}
-		out, err := s.Save(ctx, recs)
+		out, err := st.Save(ctx, recs)
 		if err != nil {
 			return err
 		}

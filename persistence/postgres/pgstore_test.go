@@ -193,6 +193,8 @@ func TestServerRestart(t *testing.T) {
 		stop       = make(chan struct{})
 		done       = make(chan error, 1)
 	)
+	stopWriter := sync.OnceFunc(func() { close(stop) })
+	defer stopWriter()
 	go func() {
 		for round := 0; ; round++ {
 			select {
@@ -252,7 +254,7 @@ func TestServerRestart(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
+	stopWriter()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -314,11 +314,11 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		return failAll(err)
 	}
 	got := make(map[uint32]*int64, len(want))
+	var written int64 // rows the statement upserted
 	for rows.Next() {
 		var (
-			shard   int64
-			fence   *int64
-			written int64
+			shard int64
+			fence *int64
 		)
 		if err := rows.Scan(&shard, &fence, &written); err != nil {
 			rows.Close()
@@ -341,6 +341,17 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		default:
 			outcome[sh] = nil
 		}
+	}
+	// The statement wrote exactly the records of the shards it reports as
+	// matching; anything else would mean the result cannot be trusted.
+	var expect int64
+	for _, r := range recs {
+		if f := got[r.Shard]; f != nil && *f == r.Epoch {
+			expect++
+		}
+	}
+	if written != expect {
+		return failAll(fmt.Errorf("statement wrote %d records, expected %d", written, expect))
 	}
 	return outcome, nil
 }

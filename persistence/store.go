@@ -38,7 +38,9 @@ type Store interface {
 	Fence(ctx context.Context, shard uint32, epoch int64) error
 
 	// Load returns the record of (kind, id), or an error matching
-	// ErrNotFound when the entity has never been saved.
+	// ErrNotFound when the entity has never been saved. The returned Data
+	// is never nil (a record saved with empty data loads as an empty,
+	// non-nil slice) and belongs to the caller.
 	Load(ctx context.Context, kind, id string) (Record, error)
 
 	// Save writes recs. Records are grouped by shard, and each shard's group
@@ -55,6 +57,8 @@ type Store interface {
 	//
 	// A non-nil err means the batch was refused as a whole before anything
 	// was written: invalid records (ErrInvalid), or a closed store (ErrClosed).
+	//
+	// Save does not keep recs or their Data after it returns.
 	Save(ctx context.Context, recs []Record) (outcome map[uint32]error, err error)
 
 	// Close releases the store's resources. Calls after Close fail with
@@ -82,8 +86,8 @@ type FencedError struct {
 	Shard uint32
 	// Have is the epoch the rejected caller used.
 	Have int64
-	// Want is the fence recorded in the store (0 when the store could not
-	// report it).
+	// Want is the fence recorded in the store (0 when the shard was never
+	// fenced, or the store could not report it).
 	Want int64
 }
 

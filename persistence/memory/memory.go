@@ -1,10 +1,7 @@
-// Package memory is an in-memory persistence.Store with exactly the fencing
-// semantics of the contract, plus fault hooks (delayed, failing and blocked
-// saves) for tests. It keeps nothing across processes: use it for unit tests
-// only.
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +11,8 @@ import (
 	"github.com/ordo-actors/ordo/persistence"
 )
 
-// ErrInjected is the error of saves failed by FailNextSaves.
+// ErrInjected is the default error of saves failed by FailNextSaves and
+// LoseNextAcks.
 var ErrInjected = errors.New("memory: injected save failure")
 
 // Store is an in-memory persistence.Store. It is safe for concurrent use.
@@ -28,6 +26,8 @@ type Store struct {
 	saveDelay time.Duration
 	failNext  int
 	failErr   error
+	loseNext  int // saves whose acknowledgement is lost after writing
+	loseErr   error
 	gate      chan struct{} // when non-nil, saves wait until it is closed
 	done      chan struct{} // closed by Close
 
@@ -86,14 +86,15 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 	if !ok {
 		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
 	}
-	r.Data = append([]byte(nil), r.Data...)
+	r.Data = bytes.Clone(r.Data)
 	return r, nil
 }
 
 // Save implements persistence.Store. Fault hooks apply in this order: the
 // gate (BlockSaves), the delay (DelaySaves), then injected failures
 // (FailNextSaves), which fail every shard of the batch with an
-// unknown-outcome error and write nothing.
+// unknown-outcome error and write nothing, then lost acknowledgements
+// (LoseNextAcks), which write and then report an unknown outcome.
 func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
 	if err := persistence.ValidateBatch(recs); err != nil {
 		return nil, err
@@ -158,8 +159,16 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	}
 	for _, r := range recs {
 		if outcome[r.Shard] == nil {
-			r.Data = append([]byte(nil), r.Data...)
+			r.Data = bytes.Clone(r.Data)
 			s.records[key{r.Kind, r.ID}] = r
+		}
+	}
+	if s.loseNext > 0 {
+		s.loseNext--
+		for sh, err := range outcome {
+			if err == nil {
+				outcome[sh] = s.loseErr
+			}
 		}
 	}
 	return outcome, nil
@@ -191,6 +200,19 @@ func (s *Store) FailNextSaves(n int, err error) {
 	}
 	s.mu.Lock()
 	s.failNext, s.failErr = n, err
+	s.mu.Unlock()
+}
+
+// LoseNextAcks makes the next n Saves that reach the write write normally
+// but report err (ErrInjected when err is nil) instead of success for every
+// shard they wrote, as when a reply is lost after the store committed.
+// Fenced shards still report ErrFenced.
+func (s *Store) LoseNextAcks(n int, err error) {
+	if err == nil {
+		err = ErrInjected
+	}
+	s.mu.Lock()
+	s.loseNext, s.loseErr = n, err
 	s.mu.Unlock()
 }
 

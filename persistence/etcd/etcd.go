@@ -1,0 +1,360 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ordo-actors/ordo/persistence"
+)
+
+// ErrOutcomeUnknown is wrapped, per shard, by Save outcomes of transactions
+// that failed in transport (connection loss, timeout, canceled context):
+// the shard's records may or may not be durable, but never partly.
+var ErrOutcomeUnknown = errors.New("etcdstore: save outcome unknown")
+
+// Defaults of Config.
+const (
+	// DefaultPrefix is the default Config.Prefix.
+	DefaultPrefix = "/ordo/default/store/"
+	// DefaultMaxTxnOps is etcd's default --max-txn-ops.
+	DefaultMaxTxnOps = 128
+	// DefaultMaxRequestBytes is etcd's default --max-request-bytes.
+	DefaultMaxRequestBytes = 1536 * 1024
+)
+
+// Size accounting. etcd measures a transaction by its encoded size; the
+// store estimates it from key and value lengths plus a fixed cost per
+// operation and per transaction, both generous.
+const (
+	opOverhead  = 32
+	txnOverhead = 4096
+)
+
+// Config configures a Store. The zero value of a field means its default.
+// A Config is a plain value: New copies it.
+type Config struct {
+	// Prefix is the key prefix of every key the store writes; it should end
+	// in "/". Default DefaultPrefix.
+	Prefix string
+	// MaxTxnOps is the most operations one transaction may hold: set it to
+	// the server's --max-txn-ops. Default 128, etcd's own default.
+	MaxTxnOps int
+	// MaxRequestBytes is the largest transaction the store sends, in bytes:
+	// set it to at most the server's --max-request-bytes. Default 1.5 MiB,
+	// etcd's own default. A record needs about its data size plus its key
+	// size plus a few hundred bytes.
+	MaxRequestBytes int
+}
+
+// DefaultConfig returns the defaults, suitable for an etcd with default
+// limits.
+func DefaultConfig() Config {
+	return Config{Prefix: DefaultPrefix, MaxTxnOps: DefaultMaxTxnOps, MaxRequestBytes: DefaultMaxRequestBytes}
+}
+
+// Validate reports whether c, with defaults applied, is usable.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.MaxTxnOps < 2:
+		return fmt.Errorf("etcdstore: MaxTxnOps %d is below 2", c.MaxTxnOps)
+	case c.MaxRequestBytes < 2*txnOverhead:
+		return fmt.Errorf("etcdstore: MaxRequestBytes %d is below %d", c.MaxRequestBytes, 2*txnOverhead)
+	case strings.ContainsRune(c.Prefix, 0):
+		return errors.New("etcdstore: Prefix contains a NUL byte")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Prefix == "" {
+		c.Prefix = d.Prefix
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = d.MaxTxnOps
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = d.MaxRequestBytes
+	}
+	return c
+}
+
+// Store is a persistence.Store over an etcd client. It is safe for
+// concurrent use by multiple goroutines.
+type Store struct {
+	cli    *clientv3.Client
+	cfg    Config
+	closed atomic.Bool
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// New returns a Store over cli, which the caller owns and must keep open
+// until the Store is closed. New does no I/O.
+func New(cli *clientv3.Client, cfg Config) (*Store, error) {
+	if cli == nil {
+		return nil, errors.New("etcdstore: nil client")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{cli: cli, cfg: cfg.withDefaults()}, nil
+}
+
+// Fence implements persistence.Store: a compare-and-swap that only raises
+// the fence, retried while concurrent Fence calls change it.
+func (s *Store) Fence(ctx context.Context, shard uint32, epoch int64) error {
+	if err := persistence.ValidateEpoch(epoch); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return persistence.ErrClosed
+	}
+	key := fenceKey(s.cfg.Prefix, shard)
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("etcdstore: fence shard %d: %w", shard, err)
+	}
+	kvs := resp.Kvs
+	for {
+		var have, rev int64
+		if len(kvs) > 0 {
+			if have, err = parseFence(kvs[0].Value); err != nil {
+				return fmt.Errorf("etcdstore: fence shard %d: %w", shard, err)
+			}
+			rev = kvs[0].ModRevision
+		}
+		switch {
+		case have > epoch:
+			return &persistence.FencedError{Shard: shard, Have: epoch, Want: have}
+		case have == epoch:
+			return nil
+		}
+		tr, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, formatFence(epoch))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("etcdstore: fence shard %d: %w", shard, err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
+		kvs = tr.Responses[0].GetResponseRange().Kvs
+	}
+}
+
+// Load implements persistence.Store. It is a linearizable read.
+func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, error) {
+	if err := persistence.ValidateKey(kind, id); err != nil {
+		return persistence.Record{}, err
+	}
+	if s.closed.Load() {
+		return persistence.Record{}, persistence.ErrClosed
+	}
+	resp, err := s.cli.Get(ctx, entityKey(s.cfg.Prefix, kind, id))
+	if err != nil {
+		return persistence.Record{}, fmt.Errorf("etcdstore: load %s/%s: %w", kind, id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
+	}
+	shard, epoch, data, err := decodeRecord(resp.Kvs[0].Value)
+	if err != nil {
+		return persistence.Record{}, fmt.Errorf("etcdstore: load %s/%s: %w", kind, id, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return persistence.Record{Kind: kind, ID: id, Shard: shard, Epoch: epoch, Data: data}, nil
+}
+
+// group is one shard's records in a batch, encoded.
+type group struct {
+	shard uint32
+	epoch int64
+	fence string // fence key
+	keys  []string
+	vals  []string
+	guard int // estimated bytes of the guard and the read-back of the fence
+	size  int // estimated bytes in a transaction, guard and read-back included
+
+	tooBig    int    // estimated bytes of the group's largest record
+	tooBigKey string // and its kind/id
+}
+
+// Save implements persistence.Store; see the package documentation for how
+// a batch maps to transactions.
+func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	if err := persistence.ValidateBatch(recs); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	outcome := make(map[uint32]error)
+	txns := s.plan(recs, outcome)
+	if len(txns) == 1 {
+		s.commit(ctx, txns[0], outcome)
+		return outcome, nil
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, groups := range txns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make(map[uint32]error, len(groups))
+			s.commit(ctx, groups, out)
+			mu.Lock()
+			for sh, err := range out {
+				outcome[sh] = err
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return outcome, nil
+}
+
+// plan groups recs by shard and packs the groups into transactions within
+// the configured limits. Groups that cannot fit even alone get an
+// ErrTooLarge outcome and are left out.
+func (s *Store) plan(recs []persistence.Record, outcome map[uint32]error) [][]*group {
+	byShard := make(map[uint32]*group)
+	var order []*group
+	for i := range recs {
+		r := &recs[i]
+		g := byShard[r.Shard]
+		if g == nil {
+			g = &group{shard: r.Shard, epoch: r.Epoch, fence: fenceKey(s.cfg.Prefix, r.Shard)}
+			// The guard compares the fence with the epoch; the Else branch reads it.
+			g.guard = 2*(len(g.fence)+opOverhead) + len(formatFence(r.Epoch))
+			g.size = g.guard
+			byShard[r.Shard] = g
+			order = append(order, g)
+		}
+		k, v := entityKey(s.cfg.Prefix, r.Kind, r.ID), string(encodeRecord(r))
+		if n := len(k) + len(v) + opOverhead; n > g.tooBig {
+			g.tooBig, g.tooBigKey = n, r.Kind+"/"+r.ID
+		}
+		g.keys = append(g.keys, k)
+		g.vals = append(g.vals, v)
+		g.size += len(k) + len(v) + opOverhead
+	}
+	limit := s.cfg.MaxRequestBytes - txnOverhead
+	var (
+		txns       [][]*group
+		cur        []*group
+		ops, bytes int
+	)
+	for _, g := range order {
+		if g.tooBig+g.guard > limit {
+			outcome[g.shard] = fmt.Errorf("%w: shard %d: record %s needs about %d bytes, more than one etcd transaction may carry (MaxRequestBytes %d)",
+				persistence.ErrTooLarge, g.shard, g.tooBigKey, g.tooBig, s.cfg.MaxRequestBytes)
+			continue
+		}
+		if len(g.keys) > s.cfg.MaxTxnOps || g.size > limit {
+			outcome[g.shard] = fmt.Errorf("%w: shard %d: %d records, about %d bytes, do not fit in one etcd transaction (MaxTxnOps %d, MaxRequestBytes %d)",
+				persistence.ErrTooLarge, g.shard, len(g.keys), g.size+txnOverhead, s.cfg.MaxTxnOps, s.cfg.MaxRequestBytes)
+			continue
+		}
+		// Then holds the puts; If and Else hold one operation per shard.
+		if len(cur) > 0 && (ops+len(g.keys) > s.cfg.MaxTxnOps || len(cur)+1 > s.cfg.MaxTxnOps || bytes+g.size > limit) {
+			txns = append(txns, cur)
+			cur, ops, bytes = nil, 0, 0
+		}
+		cur = append(cur, g)
+		ops += len(g.keys)
+		bytes += g.size
+	}
+	if len(cur) > 0 {
+		txns = append(txns, cur)
+	}
+	return txns
+}
+
+// commit writes groups in one transaction guarded by their fences, dropping
+// fenced groups and retrying until the rest is written or the transaction
+// fails in transport. It records each group's outcome in out.
+func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]error) {
+	for len(groups) > 0 {
+		cmps := make([]clientv3.Cmp, 0, len(groups))
+		gets := make([]clientv3.Op, 0, len(groups))
+		var puts []clientv3.Op
+		for _, g := range groups {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(g.fence), "=", formatFence(g.epoch)))
+			gets = append(gets, clientv3.OpGet(g.fence))
+			for i := range g.keys {
+				puts = append(puts, clientv3.OpPut(g.keys[i], g.vals[i]))
+			}
+		}
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		if err != nil {
+			err = txnError(err)
+			for _, g := range groups {
+				out[g.shard] = fmt.Errorf("etcdstore: shard %d: %w", g.shard, err)
+			}
+			return
+		}
+		if resp.Succeeded {
+			for _, g := range groups {
+				out[g.shard] = nil
+			}
+			return
+		}
+		keep := groups[:0]
+		for i, g := range groups {
+			var have int64
+			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+				if have, err = parseFence(kvs[0].Value); err != nil {
+					out[g.shard] = fmt.Errorf("etcdstore: shard %d: %w", g.shard, err)
+					continue
+				}
+			}
+			if have != g.epoch {
+				out[g.shard] = &persistence.FencedError{Shard: g.shard, Have: g.epoch, Want: have}
+				continue
+			}
+			keep = append(keep, g)
+		}
+		if len(keep) == len(groups) {
+			// The guard failed although every fence read back matches:
+			// impossible within one transaction; do not loop on it.
+			for _, g := range groups {
+				out[g.shard] = fmt.Errorf("etcdstore: shard %d: transaction guard failed with matching fences", g.shard)
+			}
+			return
+		}
+		groups = keep
+	}
+}
+
+// txnError classifies a failed transaction. Limits the server enforces
+// below the configured ones refuse the transaction before it is applied;
+// anything else leaves the outcome unknown.
+func txnError(err error) error {
+	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		errors.Is(err, rpctypes.ErrGRPCTooManyOps) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
+		return fmt.Errorf("%w: the server refused the transaction (%w); lower Config.MaxTxnOps or Config.MaxRequestBytes", persistence.ErrTooLarge, err)
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
+// Close implements persistence.Store. It does not close the client. Calls
+// in flight when Close is called finish normally.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}

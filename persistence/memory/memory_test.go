@@ -1,0 +1,181 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/persistence/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) persistence.Store { return memory.New() })
+}
+
+func fenced(t *testing.T, s *memory.Store, shard uint32, epoch int64) {
+	t.Helper()
+	if err := s.Fence(t.Context(), shard, epoch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rec(id string) persistence.Record {
+	return persistence.Record{Kind: "k", ID: id, Shard: 1, Epoch: 1, Data: []byte(id)}
+}
+
+func TestFailNextSaves(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	s.FailNextSaves(2, nil)
+	for i := range 2 {
+		out, err := s.Save(t.Context(), []persistence.Record{rec("a")})
+		if err != nil || !errors.Is(out[1], memory.ErrInjected) {
+			t.Fatalf("save %d: %v, %v; want injected failure", i, out, err)
+		}
+		if _, err := s.Load(t.Context(), "k", "a"); !errors.Is(err, persistence.ErrNotFound) {
+			t.Fatalf("failed save wrote: %v", err)
+		}
+	}
+	custom := errors.New("disk on fire")
+	s.FailNextSaves(1, custom)
+	out, _ := s.Save(t.Context(), []persistence.Record{rec("a")})
+	if !errors.Is(out[1], custom) {
+		t.Fatalf("got %v, want %v", out[1], custom)
+	}
+	out, err := s.Save(t.Context(), []persistence.Record{rec("a")})
+	if err != nil || out[1] != nil {
+		t.Fatalf("save after the injected failures: %v, %v", out, err)
+	}
+	if saves, recs := s.Stats(); saves != 4 || recs != 4 {
+		t.Fatalf("Stats = %d, %d; want 4, 4", saves, recs)
+	}
+}
+
+func TestBlockSaves(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	release := s.BlockSaves()
+	type result struct {
+		out map[uint32]error
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, err := s.Save(t.Context(), []persistence.Record{rec("a")})
+		res <- result{out, err}
+	}()
+	// The blocked save is counted but writes nothing until released.
+	storetest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n, _ := s.Stats(); n != 1 {
+			return errors.New("save not started")
+		}
+		return nil
+	})
+	if _, err := s.Load(t.Context(), "k", "a"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("blocked save is visible: %v", err)
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("blocked save returned %v, %v", r.out, r.err)
+	default:
+	}
+	release()
+	release() // idempotent
+	if r := <-res; r.err != nil || r.out[1] != nil {
+		t.Fatalf("released save: %v, %v", r.out, r.err)
+	}
+
+	// A blocked save ends with its context, and with Close.
+	release = s.BlockSaves()
+	defer release()
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		out, err := s.Save(ctx, []persistence.Record{rec("b")})
+		res <- result{out, err}
+	}()
+	cancel()
+	if r := <-res; r.err != nil || !errors.Is(r.out[1], context.Canceled) {
+		t.Fatalf("canceled blocked save: %v, %v", r.out, r.err)
+	}
+	go func() {
+		out, err := s.Save(t.Context(), []persistence.Record{rec("c")})
+		res <- result{out, err}
+	}()
+	storetest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n, _ := s.Stats(); n != 3 {
+			return errors.New("save not started")
+		}
+		return nil
+	})
+	s.Close()
+	if r := <-res; r.err != nil || !errors.Is(r.out[1], persistence.ErrClosed) {
+		t.Fatalf("save blocked across Close: %v, %v", r.out, r.err)
+	}
+}
+
+func TestDelaySaves(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	s.DelaySaves(time.Hour)
+	ctx, cancel := context.WithCancel(t.Context())
+	res := make(chan error, 1)
+	go func() {
+		out, err := s.Save(ctx, []persistence.Record{rec("a")})
+		if err == nil {
+			err = out[1]
+		}
+		res <- err
+	}()
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("delayed save: %v", err)
+	}
+	s.DelaySaves(time.Millisecond)
+	out, err := s.Save(t.Context(), []persistence.Record{rec("a")})
+	if err != nil || out[1] != nil {
+		t.Fatalf("short delay: %v, %v", out, err)
+	}
+	s.DelaySaves(0)
+}
+
+func TestFenceOf(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	if got := s.FenceOf(3); got != 0 {
+		t.Fatalf("FenceOf(unfenced) = %d", got)
+	}
+	fenced(t, s, 3, 4)
+	if got := s.FenceOf(3); got != 4 {
+		t.Fatalf("FenceOf = %d, want 4", got)
+	}
+}
+
+func TestLoseNextAcks(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	s.LoseNextAcks(1, nil)
+	stale := persistence.Record{Kind: "k", ID: "stale", Shard: 2, Epoch: 1, Data: []byte("x")}
+	out, err := s.Save(t.Context(), []persistence.Record{rec("a"), stale})
+	if err != nil || !errors.Is(out[1], memory.ErrInjected) || !errors.Is(out[2], persistence.ErrFenced) {
+		t.Fatalf("got %v, %v; want a lost ack for shard 1 and ErrFenced for shard 2", out, err)
+	}
+	// The write happened although it was not acknowledged.
+	if r, err := s.Load(t.Context(), "k", "a"); err != nil || string(r.Data) != "a" {
+		t.Fatalf("Load = %+v, %v", r, err)
+	}
+	out, err = s.Save(t.Context(), []persistence.Record{rec("b")})
+	if err != nil || out[1] != nil {
+		t.Fatalf("next save: %v, %v", out, err)
+	}
+}

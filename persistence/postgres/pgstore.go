@@ -1,0 +1,365 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordo-actors/ordo/persistence"
+)
+
+// SchemaVersion is the version of the tables this code creates and uses.
+const SchemaVersion = 1
+
+// DefaultSchema is the default of Config.Schema.
+const DefaultSchema = "ordo"
+
+var (
+	// ErrSchemaTooNew is returned by Open when the database holds a schema
+	// version newer than SchemaVersion.
+	ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this code")
+	// ErrOutcomeUnknown is wrapped, per shard, by Save outcomes of a
+	// statement that failed in transport or was canceled: the shard's
+	// records may or may not be durable, but never partly.
+	ErrOutcomeUnknown = errors.New("pgstore: save outcome unknown")
+)
+
+// advisoryClass is the first key of the advisory lock taken while
+// migrating ("ordo" in ASCII); the second is a hash of the schema name.
+const advisoryClass = 0x6f72646f
+
+// Config configures Open.
+type Config struct {
+	// URL is the PostgreSQL connection string (required), e.g.
+	// postgres://user:pass@host:5432/db?sslmode=disable. Pool settings in
+	// the URL (pool_max_conns, ...) are honoured.
+	URL string
+	// Schema is the schema holding the store's tables; it is created when
+	// missing. Default DefaultSchema.
+	Schema string
+	// MaxConns bounds the pool's connections; 0 keeps pgxpool's default
+	// (or the URL's pool_max_conns).
+	MaxConns int32
+}
+
+// DefaultConfig returns the defaults; URL still has to be set.
+func DefaultConfig() Config { return Config{Schema: DefaultSchema} }
+
+// Validate reports whether c, with defaults applied, is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("pgstore: Config.URL is required")
+	case c.MaxConns < 0:
+		return fmt.Errorf("pgstore: MaxConns %d is negative", c.MaxConns)
+	case strings.ContainsRune(c.Schema, 0):
+		return errors.New("pgstore: Schema contains a NUL byte")
+	case len(c.Schema) > 63:
+		return fmt.Errorf("pgstore: Schema %q is longer than 63 bytes", c.Schema)
+	}
+	return nil
+}
+
+// Store is a persistence.Store over a PostgreSQL connection pool it owns.
+// It is safe for concurrent use by multiple goroutines.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	closed atomic.Bool
+	close  sync.Once
+
+	// SQL with the schema's tables filled in.
+	fenceSQL, fenceReadSQL, loadSQL, saveSQL string
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// Open connects to the database, creates or upgrades the schema, and
+// returns a Store. The Store owns its pool: Close closes it.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	s := newStore(pool, cfg.Schema)
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(pool *pgxpool.Pool, schema string) *Store {
+	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	fences, entities := t("fences"), t("entities")
+	return &Store{
+		pool:   pool,
+		schema: schema,
+		fenceSQL: `INSERT INTO ` + fences + ` AS f (shard, epoch) VALUES ($1, $2)
+ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch
+RETURNING f.epoch`,
+		fenceReadSQL: `SELECT epoch FROM ` + fences + ` WHERE shard = $1`,
+		loadSQL:      `SELECT shard, epoch, data FROM ` + entities + ` WHERE kind = $1 AND id = $2`,
+		// $1, $2: one (shard, epoch) per shard of the batch.
+		// $3..$7: the records, sorted by (kind, id).
+		saveSQL: `WITH req AS (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
+), f AS MATERIALIZED (
+	SELECT shard, epoch FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR SHARE
+), ok AS (
+	SELECT req.shard FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
+), w AS (
+	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data)
+	SELECT r.kind, r.id, r.shard, r.epoch, r.data
+	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, ord)
+	WHERE r.shard IN (SELECT shard FROM ok)
+	ORDER BY r.ord
+	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data
+	RETURNING 1
+)
+SELECT req.shard, f.epoch, (SELECT count(*) FROM w) FROM req LEFT JOIN f ON f.shard = req.shard`,
+	}
+}
+
+// migrations[v] upgrades the schema from version v to v+1.
+func migrations(schema string) []string {
+	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	return []string{
+		`CREATE TABLE ` + t("fences") + ` (
+	shard bigint PRIMARY KEY CHECK (shard >= 0 AND shard <= 4294967295),
+	epoch bigint NOT NULL CHECK (epoch > 0)
+);
+CREATE TABLE ` + t("entities") + ` (
+	kind  text   NOT NULL,
+	id    text   NOT NULL,
+	shard bigint NOT NULL,
+	epoch bigint NOT NULL,
+	data  bytea  NOT NULL,
+	PRIMARY KEY (kind, id)
+)`,
+	}
+}
+
+// migrate creates the schema or brings it to SchemaVersion, under an
+// advisory lock so that concurrent Opens do it once.
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	schema := pgx.Identifier{s.schema}.Sanitize()
+	versions := pgx.Identifier{s.schema, "schema_version"}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(advisoryClass), s.schema); err != nil {
+		return fmt.Errorf("pgstore: migrate: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+versions+
+		` (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)`); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	var version int
+	err = tx.QueryRow(ctx, `SELECT version FROM `+versions+` WHERE id = 1`).Scan(&version)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgstore: migrate: read version: %w", err)
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("%w: schema %q is at version %d, this code knows up to %d",
+			ErrSchemaTooNew, s.schema, version, SchemaVersion)
+	}
+	if version == SchemaVersion {
+		return tx.Commit(ctx)
+	}
+	for v, stmt := range migrations(s.schema)[version:] {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("pgstore: migrate to version %d: %w", version+v+1, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+versions+` (id, version) VALUES (1, $1)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version`, SchemaVersion); err != nil {
+		return fmt.Errorf("pgstore: migrate: record version: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// Fence implements persistence.Store with one upward-only upsert.
+func (s *Store) Fence(ctx context.Context, shard uint32, epoch int64) error {
+	if err := persistence.ValidateEpoch(epoch); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return persistence.ErrClosed
+	}
+	for {
+		var got int64
+		err := s.pool.QueryRow(ctx, s.fenceSQL, int64(shard), epoch).Scan(&got)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("pgstore: fence shard %d: %w", shard, err)
+		}
+		// A higher fence is recorded; read it for the error. Fences only
+		// rise, so the value read is higher still.
+		err = s.pool.QueryRow(ctx, s.fenceReadSQL, int64(shard)).Scan(&got)
+		if err != nil {
+			return fmt.Errorf("pgstore: fence shard %d: %w", shard, err)
+		}
+		if got > epoch {
+			return &persistence.FencedError{Shard: shard, Have: epoch, Want: got}
+		}
+	}
+}
+
+// Load implements persistence.Store.
+func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, error) {
+	if err := persistence.ValidateKey(kind, id); err != nil {
+		return persistence.Record{}, err
+	}
+	if s.closed.Load() {
+		return persistence.Record{}, persistence.ErrClosed
+	}
+	r := persistence.Record{Kind: kind, ID: id}
+	var shard int64
+	err := s.pool.QueryRow(ctx, s.loadSQL, kind, id).Scan(&shard, &r.Epoch, &r.Data)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
+	case err != nil:
+		return persistence.Record{}, fmt.Errorf("pgstore: load %s/%s: %w", kind, id, err)
+	}
+	r.Shard = uint32(shard)
+	if r.Data == nil {
+		r.Data = []byte{}
+	}
+	return r, nil
+}
+
+// Save implements persistence.Store with one statement for the whole batch
+// (see the package documentation).
+func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	if err := persistence.ValidateBatch(recs); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	outcome := make(map[uint32]error)
+	if len(recs) == 0 {
+		return outcome, nil
+	}
+	// Records in key order (kept by the statement's ORDER BY), so that
+	// concurrent batches lock entity rows in the same order and cannot
+	// deadlock on them.
+	order := make([]int, len(recs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(recs[a].Kind, recs[b].Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(recs[a].ID, recs[b].ID)
+	})
+	var (
+		shards, epochs       []int64
+		kinds, ids           = make([]string, len(recs)), make([]string, len(recs))
+		recShards, recEpochs = make([]int64, len(recs)), make([]int64, len(recs))
+		datas                = make([][]byte, len(recs))
+		want                 = make(map[uint32]int64)
+	)
+	for j, i := range order {
+		r := &recs[i]
+		kinds[j], ids[j], recShards[j], recEpochs[j], datas[j] = r.Kind, r.ID, int64(r.Shard), r.Epoch, r.Data
+		if _, ok := want[r.Shard]; !ok {
+			want[r.Shard] = r.Epoch
+			shards = append(shards, int64(r.Shard))
+			epochs = append(epochs, r.Epoch)
+		}
+	}
+	failAll := func(err error) (map[uint32]error, error) {
+		for sh := range want {
+			outcome[sh] = fmt.Errorf("pgstore: shard %d: %w: %w", sh, ErrOutcomeUnknown, err)
+		}
+		return outcome, nil
+	}
+	rows, err := s.pool.Query(ctx, s.saveSQL, shards, epochs, kinds, ids, recShards, recEpochs, datas)
+	if err != nil {
+		return failAll(err)
+	}
+	got := make(map[uint32]*int64, len(want))
+	var written int64 // rows the statement upserted
+	for rows.Next() {
+		var (
+			shard int64
+			fence *int64
+		)
+		if err := rows.Scan(&shard, &fence, &written); err != nil {
+			rows.Close()
+			return failAll(err)
+		}
+		got[uint32(shard)] = fence
+	}
+	if err := rows.Err(); err != nil {
+		return failAll(err)
+	}
+	for sh, epoch := range want {
+		fence, ok := got[sh]
+		switch {
+		case !ok:
+			outcome[sh] = fmt.Errorf("pgstore: shard %d: %w: missing from the result", sh, ErrOutcomeUnknown)
+		case fence == nil:
+			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch}
+		case *fence != epoch:
+			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch, Want: *fence}
+		default:
+			outcome[sh] = nil
+		}
+	}
+	// The statement wrote exactly the records of the shards it reports as
+	// matching; anything else would mean the result cannot be trusted.
+	var expect int64
+	for _, r := range recs {
+		if f := got[r.Shard]; f != nil && *f == r.Epoch {
+			expect++
+		}
+	}
+	if written != expect {
+		return failAll(fmt.Errorf("statement wrote %d records, expected %d", written, expect))
+	}
+	return outcome, nil
+}
+
+// Close implements persistence.Store: it closes the pool, waiting for
+// calls in flight to return their connections.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	s.close.Do(s.pool.Close)
+	return nil
+}

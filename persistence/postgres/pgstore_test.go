@@ -1,0 +1,360 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/ordo-actors/ordo/persistence"
+	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
+	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
+	"github.com/ordo-actors/ordo/persistence/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t testing.TB, schema string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(t.Context(), pgstore.Config{URL: pgtest.URL(t), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	pgtest.URL(t)
+	storetest.RunWithReopen(t, func(t *testing.T) storetest.Opener {
+		schema := pgtest.Schema(t)
+		return func(t *testing.T) persistence.Store { return open(t, schema) }
+	})
+}
+
+func TestConfig(t *testing.T) {
+	bad := []pgstore.Config{{}, {URL: "postgres://x", MaxConns: -1}, {URL: "postgres://x", Schema: "a\x00"}}
+	for _, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Fatalf("%+v: no error", c)
+		}
+		if _, err := pgstore.Open(t.Context(), c); err == nil {
+			t.Fatalf("Open(%+v) succeeded", c)
+		}
+	}
+	c := pgstore.DefaultConfig()
+	c.URL = "postgres://x"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConcurrentOpens(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := pgstore.Open(t.Context(), pgstore.Config{URL: url, Schema: schema, MaxConns: 2})
+			if err != nil {
+				errc <- err
+				return
+			}
+			errc <- s.Fence(t.Context(), 1, 1)
+			s.Close()
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And once more on the existing schema.
+	s := open(t, schema)
+	if err := s.Fence(t.Context(), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	open(t, schema).Close()
+	if err := pgtest.Exec(t.Context(), url,
+		fmt.Sprintf("UPDATE %s SET version = $1", pgx.Identifier{schema, "schema_version"}.Sanitize()),
+		pgstore.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pgstore.Open(t.Context(), pgstore.Config{URL: url, Schema: schema})
+	if !errors.Is(err, pgstore.ErrSchemaTooNew) {
+		t.Fatalf("Open over a newer schema: %v", err)
+	}
+}
+
+func TestUnreachableServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := pgstore.Open(ctx, pgstore.Config{URL: "postgres://nobody:x@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"})
+	if err == nil {
+		t.Fatal("Open against a closed port succeeded")
+	}
+}
+
+// A Fence waits for a Save holding the fence row's lock, and a Save that
+// starts after a Fence has taken the row sees the new epoch.
+func TestFenceWaitsForLockedSave(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	s := open(t, schema)
+	if err := s.Fence(t.Context(), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the row as a Save does, in a transaction of our own.
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences := pgx.Identifier{schema, "fences"}.Sanitize()
+	if _, err := tx.Exec(t.Context(), "SELECT epoch FROM "+fences+" WHERE shard = 1 FOR SHARE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Fence(t.Context(), 1, 2) }()
+	// The Fence is blocked on the lock: wait until PostgreSQL says so.
+	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		var n int
+		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %fences%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+		if err == nil && n == 0 {
+			err = errors.New("Fence not waiting for the lock")
+		}
+		return err
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Fence returned %v while the row was locked", err)
+	default:
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Save(t.Context(), []persistence.Record{{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("x")}})
+	if err != nil || !errors.Is(out[1], persistence.ErrFenced) {
+		t.Fatalf("stale Save after the Fence: %v, %v", out, err)
+	}
+}
+
+// TestServerRestart restarts the local PostgreSQL 15 cluster while saves
+// run. It runs only with ORDO_PG_RESTART=1, as it disturbs every other user
+// of the server.
+func TestServerRestart(t *testing.T) {
+	if os.Getenv("ORDO_PG_RESTART") != "1" {
+		t.Skip("restarts the server; run with ORDO_PG_RESTART=1 (uses pg_ctlcluster 15 main restart)")
+	}
+	s := open(t, pgtest.Schema(t))
+	const shards, perShard = 3, 10
+	for sh := uint32(0); sh < shards; sh++ {
+		if err := s.Fence(t.Context(), sh, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := func(round int) []persistence.Record {
+		var recs []persistence.Record
+		for sh := uint32(0); sh < shards; sh++ {
+			for i := range perShard {
+				recs = append(recs, persistence.Record{Kind: "r", ID: fmt.Sprint(sh, "-", i), Shard: sh, Epoch: 1, Data: []byte(fmt.Sprint(round))})
+			}
+		}
+		return recs
+	}
+	var (
+		mu         sync.Mutex
+		lastAcked  = -1
+		errs, oks  int // after the restart began
+		restarting bool
+		stop       = make(chan struct{})
+		done       = make(chan error, 1)
+	)
+	stopWriter := sync.OnceFunc(func() { close(stop) })
+	defer stopWriter()
+	go func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			out, err := s.Save(ctx, batch(round))
+			cancel()
+			if err != nil {
+				done <- err
+				return
+			}
+			mu.Lock()
+			allOK := true
+			for sh, e := range out {
+				if errors.Is(e, persistence.ErrFenced) {
+					mu.Unlock()
+					done <- fmt.Errorf("round %d shard %d: %w", round, sh, e)
+					return
+				}
+				allOK = allOK && e == nil
+			}
+			if allOK {
+				lastAcked = round
+			}
+			if restarting {
+				if allOK {
+					oks++
+				} else {
+					errs++
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if lastAcked < 3 {
+			return errors.New("no saves yet")
+		}
+		restarting = true
+		return nil
+	})
+	if out, err := exec.CommandContext(t.Context(), "pg_ctlcluster", "15", "main", "restart").CombinedOutput(); err != nil {
+		t.Fatalf("restart: %v: %s", err, out)
+	}
+	// The store recovers: saves succeed again, after at least one failed.
+	storetest.CheckFor(t, 60*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if errs == 0 || oks < 3 {
+			return fmt.Errorf("after restart: %d failed, %d succeeded", errs, oks)
+		}
+		return nil
+	})
+	stopWriter()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Nothing partial: every shard's records carry one round, no older
+	// than the last acknowledged one.
+	for sh := uint32(0); sh < shards; sh++ {
+		var first string
+		for i := range perShard {
+			r, err := s.Load(t.Context(), "r", fmt.Sprint(sh, "-", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = string(r.Data)
+				var round int
+				fmt.Sscan(first, &round)
+				if round < lastAcked {
+					t.Fatalf("shard %d at round %d, last acknowledged %d", sh, round, lastAcked)
+				}
+			} else if string(r.Data) != first {
+				t.Fatalf("shard %d partly written: record 0 has round %s, record %d has %s", sh, first, i, r.Data)
+			}
+		}
+	}
+}
+
+// A Save that reaches a fence row while a Fence holds it waits, and then
+// judges by the Fence's outcome: the committed new epoch rejects it, a
+// rolled-back Fence lets it through. This is the READ COMMITTED case the
+// FOR SHARE lock exists for.
+func TestSaveWaitsForUncommittedFence(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			url, schema := pgtest.URL(t), pgtest.Schema(t)
+			s := open(t, schema)
+			if err := s.Fence(t.Context(), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Fence(t.Context(), 2, 1); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pgx.Connect(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			tx, err := conn.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			fences := pgx.Identifier{schema, "fences"}.Sanitize()
+			if _, err := tx.Exec(t.Context(), "UPDATE "+fences+" SET epoch = 2 WHERE shard = 1"); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				out map[uint32]error
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := s.Save(t.Context(), []persistence.Record{
+					{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("a")},
+					{Kind: "k", ID: "b", Shard: 2, Epoch: 1, Data: []byte("b")},
+				})
+				done <- result{out, err}
+			}()
+			storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+				var n int
+				err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+				if err == nil && n == 0 {
+					err = errors.New("Save not waiting for the lock")
+				}
+				return err
+			})
+			if commit {
+				err = tx.Commit(t.Context())
+			} else {
+				err = tx.Rollback(t.Context())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil || r.out[2] != nil {
+				t.Fatalf("Save: %v, %v", r.out, r.err)
+			}
+			_, loadErr := s.Load(t.Context(), "k", "a")
+			if commit {
+				var fe *persistence.FencedError
+				if !errors.As(r.out[1], &fe) || fe.Want != 2 {
+					t.Fatalf("shard 1 after the Fence committed: %v", r.out[1])
+				}
+				if !errors.Is(loadErr, persistence.ErrNotFound) {
+					t.Fatalf("fenced record visible: %v", loadErr)
+				}
+			} else if r.out[1] != nil || loadErr != nil {
+				t.Fatalf("shard 1 after the Fence rolled back: %v, load %v", r.out[1], loadErr)
+			}
+		})
+	}
+}

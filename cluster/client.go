@@ -79,13 +79,14 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 	if c.table, err = placement.NewTable(c.etcd, cfg.Prefix, cfg.Logger); err != nil {
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
-	if err = c.table.Start(ctx); err != nil {
+	// The table watches until Close, not until Dial's ctx ends.
+	if err = c.table.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
 	if c.tr, err = startTransport(cfg.ListenAddr, cfg.Logger); err != nil {
 		return nil, err
 	}
-	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics()}
+	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger}
 	return c, nil
 }
 

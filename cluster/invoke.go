@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -60,6 +61,7 @@ type router struct {
 	shards  int
 	policy  RetryPolicy
 	metrics *metrics
+	log     *slog.Logger
 }
 
 // Invoke implements actors.Invoker.
@@ -87,6 +89,7 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 			err = actors.ErrorFromProto(rep.GetError())
 		}
 		last = err
+		r.log.Debug("call attempt failed", "entity", ref, "shard", shard, "attempt", attempt, "err", err)
 		if attempt > 0 {
 			r.metrics.retries.Inc()
 		}

@@ -100,7 +100,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	n.router = &router{self: n.cfg.NodeID, table: table, tr: n.tr, shards: int(n.cfg.Placement.Shards),
-		policy: n.cfg.Retry, metrics: n.metrics}
+		policy: n.cfg.Retry, metrics: n.metrics, log: n.log}
 
 	hc := n.cfg.Host
 	hc.Shards = int(n.cfg.Placement.Shards)

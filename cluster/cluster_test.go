@@ -10,7 +10,6 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
-	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +17,7 @@ import (
 // Three nodes and a client-only process: every call is answered, from
 // wherever it is made, and each caller's calls to an entity apply in order.
 func TestCallsFromEveryNodeAndClient(t *testing.T) {
-	e := newEnv(t, memory.New(), 64)
+	e := newEnv(t, nil, 64)
 	e.startN(3)
 	e.settled(e.nodes...)
 	client := e.dial()

@@ -77,7 +77,7 @@ func TestCrashFailover(t *testing.T) {
 // Graceful shutdown under load fails no call, and a joining node takes
 // its share of shards without failing any.
 func TestGracefulShutdownAndJoinUnderLoad(t *testing.T) {
-	e := newEnv(t, memory.New(), 32)
+	e := newEnv(t, nil, 32)
 	e.startN(3)
 	e.settled(e.nodes...)
 	client := e.dial()

@@ -13,8 +13,10 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/persistence"
+	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/testpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
@@ -74,9 +76,26 @@ type env struct {
 	faults *cluster.GossipFaults
 }
 
+// newEnv starts an etcd; with a nil store, the cluster keeps its entities
+// in that etcd (the etcd store, as a real deployment would).
 func newEnv(t *testing.T, store persistence.Store, shards uint32) *env {
-	return &env{t: t, etcd: startEtcd(t), store: store, shards: shards,
+	e := &env{t: t, etcd: startEtcd(t), store: store, shards: shards,
 		prefix: fmt.Sprintf("/ordo/test-%d", prefixSeq.Add(1)), faults: &cluster.GossipFaults{}}
+	if store == nil {
+		c, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := etcdstore.DefaultConfig()
+		cfg.Prefix = e.prefix + "/store/"
+		st, err := etcdstore.New(c, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.store = st
+		t.Cleanup(func() { st.Close(); c.Close() })
+	}
+	return e
 }
 
 func (e *env) config(id string) cluster.Config {

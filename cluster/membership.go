@@ -56,6 +56,7 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 		mc.ProbeInterval = 200 * time.Millisecond
 		mc.ProbeTimeout = 100 * time.Millisecond
 		mc.GossipInterval = 50 * time.Millisecond
+		mc.PushPullInterval = 2 * time.Second
 	} else {
 		mc = memberlist.DefaultLANConfig()
 		// Declare a crashed node dead in about 2s rather than memberlist's

@@ -241,10 +241,10 @@ func (n *Node) teardown(hard bool) {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	n.wg.Wait()
 	if n.admin != nil {
 		_ = n.admin.Close()
 	}
+	n.wg.Wait()
 	if n.members != nil {
 		if hard {
 			n.members.kill()

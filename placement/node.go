@@ -46,8 +46,10 @@ type Host interface {
 // the shard locks it owns, and the reconciler that moves them toward the
 // rendezvous-hashing assignment over the live set.
 //
-// Lifecycle: New, Start, then Shutdown (idempotent). All methods are safe
-// for concurrent use. Lock order: cbMu (serialises host callbacks) before mu.
+// Lifecycle: New, Start, then Shutdown (idempotent; call it after Start has
+// returned, or instead of Start). Every other method is safe for concurrent
+// use at any time. Lock order: cbMu (serialises host callbacks) before mu,
+// and mu before the routing table's lock.
 type Node struct {
 	cfg    Config
 	client *clientv3.Client
@@ -177,6 +179,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	n.loopCancel()
 	<-n.loopDone
+	n.table.Close()
 	// Let in-flight handoffs finish, unless ctx ends first.
 	handoffs := make(chan struct{})
 	go func() {

@@ -288,6 +288,19 @@ func (n *Node) Lease() clientv3.LeaseID {
 	return n.sess.ID()
 }
 
+// Holds reports the epoch of shard when the node owns it under a session
+// whose validity deadline has not passed, checked atomically: the test a
+// host applies before admitting a call or letting a reply out.
+func (n *Node) Holds(shard uint32) (int64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	epoch, ok := n.owned[shard]
+	if !ok || n.sess == nil || !n.sess.Valid() {
+		return 0, false
+	}
+	return epoch, true
+}
+
 // Owned returns a copy of the shards the node owns, with their epochs.
 func (n *Node) Owned() map[uint32]int64 {
 	n.mu.Lock()

@@ -49,7 +49,7 @@ type Host interface {
 // Lifecycle: New, Start, then Shutdown (idempotent; call it after Start has
 // returned, or instead of Start). Every other method is safe for concurrent
 // use at any time. Lock order: cbMu (serialises host callbacks) before mu,
-// and mu before the routing table's lock.
+// liveMu before mu, and mu before the routing table's lock.
 type Node struct {
 	cfg    Config
 	client *clientv3.Client
@@ -62,7 +62,8 @@ type Node struct {
 	started atomic.Bool
 	kick    chan struct{}
 
-	cbMu sync.Mutex
+	cbMu   sync.Mutex
+	liveMu sync.Mutex // serialises SetLive
 
 	mu         sync.Mutex
 	sess       *Session
@@ -73,6 +74,7 @@ type Node struct {
 	acquiring  map[uint32]bool
 	releasing  map[uint32]bool
 	live       []string
+	desired    []string // desired[shard] over live; replaced, never mutated
 	bucket     tokenBucket
 
 	life       context.Context // ends when Shutdown finishes
@@ -101,7 +103,9 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 		return nil, err
 	}
 	table.retry = cfg.RetryBackoff
+	live := []string{cfg.NodeID}
 	return &Node{
+		desired:   desiredOwners(cfg.Shards, live),
 		cfg:       cfg,
 		client:    client,
 		host:      host,
@@ -112,7 +116,7 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 		owned:     map[uint32]int64{},
 		acquiring: map[uint32]bool{},
 		releasing: map[uint32]bool{},
-		live:      []string{cfg.NodeID},
+		live:      live,
 		bucket:    newTokenBucket(cfg.HandoffRate, cfg.HandoffBurst),
 		loopDone:  make(chan struct{}),
 	}, nil
@@ -319,10 +323,22 @@ func (n *Node) SetLive(ids []string) {
 	live := append([]string{n.cfg.NodeID}, ids...)
 	slices.Sort(live)
 	live = slices.Compact(live)
+	n.liveMu.Lock()
+	defer n.liveMu.Unlock()
+	desired := desiredOwners(n.cfg.Shards, live)
 	n.mu.Lock()
-	n.live = live
+	n.live, n.desired = live, desired
 	n.mu.Unlock()
 	n.poke()
+}
+
+// desiredOwners computes Desired for every shard.
+func desiredOwners(shards uint32, live []string) []string {
+	out := make([]string, shards)
+	for s := range out {
+		out[s] = Desired(uint32(s), live)
+	}
+	return out
 }
 
 // SuspendKeepalives is a fault hook for tests: while on, the session sends
@@ -477,7 +493,7 @@ func (n *Node) loop(ctx context.Context) {
 func (n *Node) reconcile(ctx context.Context) {
 	n.mu.Lock()
 	s, sctx := n.sess, n.sessCtx
-	live := n.live
+	desiredOf := n.desired
 	n.mu.Unlock()
 	if s == nil || !s.Valid() || ctx.Err() != nil {
 		return
@@ -487,7 +503,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	var acquire, handoff, vanished []uint32
 	n.mu.Lock()
 	for shard := uint32(0); shard < n.cfg.Shards; shard++ {
-		desired := Desired(shard, live)
+		desired := desiredOf[shard]
 		o, taken := snap[shard]
 		if epoch, mine := n.owned[shard]; mine {
 			switch {

@@ -474,7 +474,10 @@ func (n *Node) loop(ctx context.Context) {
 			if n.suspend.Load() || time.Now().Before(retryAt) {
 				continue
 			}
-			if err := n.openSession(ctx); err != nil {
+			octx, cancel := context.WithTimeout(ctx, 2*n.cfg.RequestTimeout)
+			err := n.openSession(octx)
+			cancel()
+			if err != nil {
 				n.log.Warn("placement: cannot open a new session", "err", err, "retry_in", backoff)
 				retryAt = time.Now().Add(backoff)
 				backoff = min(2*backoff, n.cfg.LeaseTTL)

@@ -26,7 +26,8 @@ type Host interface {
 	// Acquired reports that the node now holds the lock of shard at epoch.
 	// It is called after the lock is held and before the node admits calls
 	// for the shard; the host fences its store at epoch before loading any
-	// state of the shard.
+	// state of the shard. It should return quickly (fence asynchronously):
+	// it holds up other Acquired and Lost calls.
 	Acquired(shard uint32, epoch int64)
 
 	// Release drains shard: stop admitting calls (answer NotHere), finish

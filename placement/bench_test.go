@@ -91,15 +91,13 @@ func BenchmarkAcquireAll(b *testing.B) {
 
 // BenchmarkFailover measures the time from the moment a node owning about
 // half of 256 shards stops (keepalives suspended) to the moment the other
-// node holds all 256, with a 2s lease TTL (DefaultLocalConfig):
+// node holds all 256, with a 2s lease TTL (DefaultLocalConfig). In
+// mode=revoke the dead node's lease is revoked at once (accelerated
+// failover as RevokeDead does once a renewal is missed; the detection delay
+// is not included). In mode=expire nobody revokes and etcd expires the
+// lease after its TTL.
 //
-//   - mode=revoke: the survivor's side revokes the dead node's lease at
-//     once (accelerated failover, as RevokeDead does once a renewal is
-//     missed; the detection delay is not included);
-//
-//   - mode=expire: nobody revokes; etcd expires the lease after its TTL.
-//
-//     go test -run '^$' -bench Failover -benchtime 20x ./placement/
+//	go test -run '^$' -bench Failover -benchtime 20x ./placement/
 func BenchmarkFailover(b *testing.B) {
 	srv := startEtcd(b)
 	obs := newClient(b, srv.Endpoints()...)

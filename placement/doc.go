@@ -57,7 +57,19 @@
 // TTL. A paused or partitioned node stops serving at its validity
 // deadline, which is at least ValidityMargin before etcd can expire its
 // lease; a larger TTL tolerates longer etcd hiccups but makes unassisted
-// failover slower.
+// failover slower. BenchmarkFailover measures both paths (with a 2s TTL on
+// a loaded 2-core machine: about 25-45ms from revocation to every shard
+// owned elsewhere, about 2.4s when the lease is left to expire).
+//
+// # Driving a Node
+//
+// The host implements Host. It calls New and Start, feeds SetLive with the
+// nodes alive in memberlist and registered in etcd, and calls RevokeDead
+// when memberlist declares a node dead. On Acquired it fences its store at
+// the epoch before loading state; before admitting a call or letting a
+// reply out it checks Holds (or Valid), which turns false the moment the
+// validity deadline passes, even before Lost is delivered. Shutdown drains
+// every shard through Release and revokes the lease.
 //
 // # Routing table
 //

@@ -18,16 +18,10 @@ var (
 	ErrSessionExpired = errors.New("placement: session validity deadline passed")
 	// ErrSessionClosed means the session was closed by its owner.
 	ErrSessionClosed = errors.New("placement: session closed")
-	// ErrNoSession means the node currently holds no valid session.
-	ErrNoSession = errors.New("placement: no valid session")
 	// ErrNotOwner means the shard lock is held by another node or epoch.
 	ErrNotOwner = errors.New("placement: shard not owned at this epoch")
 	// ErrShardTaken means an acquisition found the shard key already present.
 	ErrShardTaken = errors.New("placement: shard already owned")
-	// ErrShardRange means a shard number is not below the shard count.
-	ErrShardRange = errors.New("placement: shard out of range")
-	// ErrClosed means the object was shut down or closed.
-	ErrClosed = errors.New("placement: closed")
 	// ErrStarted means Start was called twice.
 	ErrStarted = errors.New("placement: already started")
 )

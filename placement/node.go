@@ -26,7 +26,8 @@ type Host interface {
 	// Acquired reports that the node now holds the lock of shard at epoch.
 	// It is called after the lock is held and before the node admits calls
 	// for the shard; the host fences its store at epoch before loading any
-	// state of the shard.
+	// state of the shard. It should return quickly (fence asynchronously):
+	// it holds up other Acquired and Lost calls.
 	Acquired(shard uint32, epoch int64)
 
 	// Release drains shard: stop admitting calls (answer NotHere), finish
@@ -46,8 +47,10 @@ type Host interface {
 // the shard locks it owns, and the reconciler that moves them toward the
 // rendezvous-hashing assignment over the live set.
 //
-// Lifecycle: New, Start, then Shutdown (idempotent). All methods are safe
-// for concurrent use. Lock order: cbMu (serialises host callbacks) before mu.
+// Lifecycle: New, Start, then Shutdown (idempotent; call it after Start has
+// returned, or instead of Start). Every other method is safe for concurrent
+// use at any time. Lock order: cbMu (serialises host callbacks) before mu,
+// liveMu before mu, and mu before the routing table's lock.
 type Node struct {
 	cfg    Config
 	client *clientv3.Client
@@ -60,7 +63,8 @@ type Node struct {
 	started atomic.Bool
 	kick    chan struct{}
 
-	cbMu sync.Mutex
+	cbMu   sync.Mutex
+	liveMu sync.Mutex // serialises SetLive
 
 	mu         sync.Mutex
 	sess       *Session
@@ -71,6 +75,7 @@ type Node struct {
 	acquiring  map[uint32]bool
 	releasing  map[uint32]bool
 	live       []string
+	desired    []string // desired[shard] over live; replaced, never mutated
 	bucket     tokenBucket
 
 	life       context.Context // ends when Shutdown finishes
@@ -99,7 +104,9 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 		return nil, err
 	}
 	table.retry = cfg.RetryBackoff
+	live := []string{cfg.NodeID}
 	return &Node{
+		desired:   desiredOwners(cfg.Shards, live),
 		cfg:       cfg,
 		client:    client,
 		host:      host,
@@ -110,7 +117,7 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 		owned:     map[uint32]int64{},
 		acquiring: map[uint32]bool{},
 		releasing: map[uint32]bool{},
-		live:      []string{cfg.NodeID},
+		live:      live,
 		bucket:    newTokenBucket(cfg.HandoffRate, cfg.HandoffBurst),
 		loopDone:  make(chan struct{}),
 	}, nil
@@ -177,6 +184,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	n.loopCancel()
 	<-n.loopDone
+	n.table.Close()
 	// Let in-flight handoffs finish, unless ctx ends first.
 	handoffs := make(chan struct{})
 	go func() {
@@ -285,6 +293,19 @@ func (n *Node) Lease() clientv3.LeaseID {
 	return n.sess.ID()
 }
 
+// Holds reports the epoch of shard when the node owns it under a session
+// whose validity deadline has not passed, checked atomically: the test a
+// host applies before admitting a call or letting a reply out.
+func (n *Node) Holds(shard uint32) (int64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	epoch, ok := n.owned[shard]
+	if !ok || n.sess == nil || !n.sess.Valid() {
+		return 0, false
+	}
+	return epoch, true
+}
+
 // Owned returns a copy of the shards the node owns, with their epochs.
 func (n *Node) Owned() map[uint32]int64 {
 	n.mu.Lock()
@@ -303,10 +324,22 @@ func (n *Node) SetLive(ids []string) {
 	live := append([]string{n.cfg.NodeID}, ids...)
 	slices.Sort(live)
 	live = slices.Compact(live)
+	n.liveMu.Lock()
+	defer n.liveMu.Unlock()
+	desired := desiredOwners(n.cfg.Shards, live)
 	n.mu.Lock()
-	n.live = live
+	n.live, n.desired = live, desired
 	n.mu.Unlock()
 	n.poke()
+}
+
+// desiredOwners computes Desired for every shard.
+func desiredOwners(shards uint32, live []string) []string {
+	out := make([]string, shards)
+	for s := range out {
+		out[s] = Desired(uint32(s), live)
+	}
+	return out
 }
 
 // SuspendKeepalives is a fault hook for tests: while on, the session sends
@@ -442,7 +475,10 @@ func (n *Node) loop(ctx context.Context) {
 			if n.suspend.Load() || time.Now().Before(retryAt) {
 				continue
 			}
-			if err := n.openSession(ctx); err != nil {
+			octx, cancel := context.WithTimeout(ctx, 2*n.cfg.RequestTimeout)
+			err := n.openSession(octx)
+			cancel()
+			if err != nil {
 				n.log.Warn("placement: cannot open a new session", "err", err, "retry_in", backoff)
 				retryAt = time.Now().Add(backoff)
 				backoff = min(2*backoff, n.cfg.LeaseTTL)
@@ -461,7 +497,7 @@ func (n *Node) loop(ctx context.Context) {
 func (n *Node) reconcile(ctx context.Context) {
 	n.mu.Lock()
 	s, sctx := n.sess, n.sessCtx
-	live := n.live
+	desiredOf := n.desired
 	n.mu.Unlock()
 	if s == nil || !s.Valid() || ctx.Err() != nil {
 		return
@@ -471,7 +507,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	var acquire, handoff, vanished []uint32
 	n.mu.Lock()
 	for shard := uint32(0); shard < n.cfg.Shards; shard++ {
-		desired := Desired(shard, live)
+		desired := desiredOf[shard]
 		o, taken := snap[shard]
 		if epoch, mine := n.owned[shard]; mine {
 			switch {

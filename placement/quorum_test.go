@@ -46,6 +46,8 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 
 	// 1. Kill the leader: sessions survive, ownership does not move.
 	ownedA, ownedB := a.Owned(), b.Owned()
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
+	eventsBefore := w.count()
 	var leader int
 	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if leader = cl.Leader(); leader < 0 {
@@ -77,6 +79,12 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	}
 	if !equalOwned(a.Owned(), ownedA) || !equalOwned(b.Owned(), ownedB) {
 		t.Fatal("ownership changed during a leader change")
+	}
+	if err := w.matches(obs, prefix); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count() - eventsBefore; n != 0 {
+		t.Fatalf("%d shard key events during the leader change", n)
 	}
 	if err := cl.Restart(ctx, leader); err != nil {
 		t.Fatal(err)

@@ -187,6 +187,11 @@ func (s *Session) loop(ctx context.Context) {
 		resp, err := s.client.KeepAliveOnce(rctx, s.id)
 		cancel()
 		switch {
+		case err == nil && monoNow() >= s.deadline.Load():
+			// Acknowledged too late: the deadline already passed and the
+			// node may have stopped serving. Never resurrect a session.
+			s.end(ErrSessionExpired)
+			return
 		case err == nil:
 			nd := sent + int64(time.Duration(resp.TTL)*time.Second-s.margin)
 			if nd > s.deadline.Load() {

@@ -84,7 +84,8 @@ func (t *Table) start(listCtx, runCtx context.Context) error {
 }
 
 // Close stops the watch and waits for its goroutine. Idempotent; the table
-// keeps its last contents.
+// keeps its last contents. Call it after Start has returned (or instead of
+// Start), not concurrently with Start.
 func (t *Table) Close() {
 	t.startOnce.Do(func() { t.cancel = func() {}; close(t.exited) })
 	t.cancel()

@@ -239,14 +239,20 @@ func (p *PGLock) casBoth(ctx context.Context, from, to int, bf, bt int64, ver [2
 		return false, fmt.Errorf("%w: begin: %w", ErrAborted, err)
 	}
 	defer rollback(ctx, tx)
-	tag, err := tx.Exec(ctx, `UPDATE `+p.table+` t SET balance = v.b, version = t.version + 1
-		FROM (VALUES ($1::int, $2::bigint, $3::bigint), ($4::int, $5::bigint, $6::bigint)) AS v(id, b, ver)
-		WHERE t.id = v.id AND t.version = v.ver`, from, bf, ver[0], to, bt, ver[1])
-	if err != nil {
-		return false, fmt.Errorf("%w: write: %w", ErrAborted, err)
+	// In id order, like the lock designs, so that two writers never
+	// deadlock on each other's rows.
+	writes := [][3]int64{{int64(from), bf, ver[0]}, {int64(to), bt, ver[1]}}
+	if to < from {
+		writes[0], writes[1] = writes[1], writes[0]
 	}
-	if tag.RowsAffected() != 2 {
-		return false, nil // rolled back by the deferred call
+	for _, w := range writes {
+		tag, err := tx.Exec(ctx, `UPDATE `+p.table+` SET balance = $2, version = version + 1 WHERE id = $1 AND version = $3`, w[0], w[1], w[2])
+		if err != nil {
+			return false, fmt.Errorf("%w: write: %w", ErrAborted, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return false, nil // rolled back by the deferred call
+		}
 	}
 	return true, commit(ctx, tx)
 }

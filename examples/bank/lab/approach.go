@@ -31,7 +31,7 @@ type Approach interface {
 	// amount > 0). nil means done; an error matching ErrInsufficientFunds
 	// means rejected with no effect; an error matching ErrAborted means
 	// failed with no effect; any other error means the outcome is unknown.
-	// A lock-based approach calls Stall (or honours PauseOf) after taking
+	// A lock-based approach calls Stall (or Pausing) after taking
 	// its locks and reading, before writing.
 	Transfer(ctx context.Context, from, to int, amount int64) error
 	// Balances reads every account's balance, indexed by account.
@@ -43,26 +43,47 @@ type Approach interface {
 
 type pauseKey struct{}
 
+type pause struct {
+	d       time.Duration
+	started func()
+}
+
 // WithPause returns a context carrying a simulated process pause of d for
 // the transfer it is passed to. Run calls it; a test of an approach may too.
 func WithPause(ctx context.Context, d time.Duration) context.Context {
+	return WithPauseFunc(ctx, d, nil)
+}
+
+// WithPauseFunc is WithPause with a function called when the pause starts
+// (from the transfer's goroutine), so a test can act while the transfer is
+// paused with its locks taken.
+func WithPauseFunc(ctx context.Context, d time.Duration, started func()) context.Context {
 	if d <= 0 {
 		return ctx
 	}
-	return context.WithValue(ctx, pauseKey{}, d)
+	return context.WithValue(ctx, pauseKey{}, pause{d: d, started: started})
 }
 
-// PauseOf returns the simulated pause attached to ctx, 0 when none.
-func PauseOf(ctx context.Context) time.Duration {
-	d, _ := ctx.Value(pauseKey{}).(time.Duration)
-	return d
+// Pausing is called by an approach at its pause point: it returns the pause
+// attached to ctx (0 when none) and reports the start of the pause. The
+// approach then pauses for that long, stopping whatever a real process
+// pause would stop; Stall does both for approaches with nothing to stop.
+func Pausing(ctx context.Context) time.Duration {
+	p, ok := ctx.Value(pauseKey{}).(pause)
+	if !ok {
+		return 0
+	}
+	if p.started != nil {
+		p.started()
+	}
+	return p.d
 }
 
-// Stall sleeps for the pause attached to ctx, if any, and reports how long.
-// Like a real pause it ignores ctx's cancellation: the process that was
-// paused does not know it was.
+// Stall calls Pausing and sleeps for the pause, if any, and reports how
+// long. Like a real pause it ignores ctx's cancellation: the process that
+// was paused does not know it was.
 func Stall(ctx context.Context) time.Duration {
-	d := PauseOf(ctx)
+	d := Pausing(ctx)
 	if d > 0 {
 		time.Sleep(d)
 	}

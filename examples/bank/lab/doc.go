@@ -15,8 +15,8 @@
 //
 // The safety comparison simulates a process pause (a long GC, SIGSTOP) that
 // outlasts the lock's TTL. Run attaches a pause to a transfer's context with
-// probability Workload.StallProbability; an approach calls Stall (or reads
-// PauseOf) after it has acquired its lock(s) and read the balances, and
+// probability Workload.StallProbability; an approach calls Stall (or
+// Pausing) after it has acquired its lock(s) and read the balances, and
 // before it writes. The hook costs nothing when no pause is attached.
 // Approaches whose client keeps a lease alive from another goroutine (etcd
 // sessions, ZooKeeper sessions) also stop that keepalive for the pause, as a

@@ -190,7 +190,7 @@ func (e *EtcdLock) Transfer(ctx context.Context, from, to int, amount int64) (er
 	if b[0] < amount {
 		return ErrInsufficientFunds
 	}
-	if d := PauseOf(ctx); d > 0 {
+	if d := Pausing(ctx); d > 0 {
 		paused = true
 		s.Orphan() // the paused process sends no keepalives
 		Stall(ctx)

@@ -261,5 +261,6 @@ func runOne(ctx context.Context, b Builder, st Settings, wl Workload) (Result, e
 		return Result{Name: b.Name}, err
 	}
 	r, err := Run(ctx, a, wl)
+	r.Name = b.Name // the name it was selected by
 	return r, errors.Join(err, a.Close())
 }

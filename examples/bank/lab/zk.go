@@ -257,7 +257,7 @@ func (z *ZKLock) Transfer(ctx context.Context, from, to int, amount int64) error
 	if bf < amount {
 		return ErrInsufficientFunds
 	}
-	if d := PauseOf(ctx); d > 0 {
+	if d := Pausing(ctx); d > 0 {
 		// Heartbeats go on until the session would time out, then stop.
 		time.Sleep(min(d, z.cfg.SessionTimeout))
 		c.Close()

@@ -99,63 +99,53 @@ func yesNo(b bool) string {
 	return "**no**"
 }
 
-// WriteChart writes a PNG with two bar charts side by side: acknowledged
-// transfers per second, and violations (accounts off plus |money Δ| > 0
-// counted as the accounts off; the bar shows accounts off).
+// WriteChart writes a PNG with three bar charts side by side, one bar per
+// result: acknowledged transfers per second, accounts off (exactly-once
+// violations) and money missing + extra.
 func WriteChart(path string, results []Result) error {
 	names := make([]string, len(results))
 	tput := make(plotter.Values, len(results))
-	viol := make(plotter.Values, len(results))
-	lost := make(plotter.Values, len(results))
+	off := make(plotter.Values, len(results))
+	money := make(plotter.Values, len(results))
 	for i, r := range results {
 		names[i] = r.Name
 		tput[i] = r.Throughput
-		viol[i] = float64(r.AccountsOff)
-		lost[i] = float64(r.Missing + r.Extra)
+		off[i] = float64(r.AccountsOff)
+		money[i] = float64(r.Missing + r.Extra)
 	}
-	p1 := plot.New()
-	p1.Title.Text = "acknowledged transfers/s"
-	p1.Y.Label.Text = "transfers/s"
-	b1, err := plotter.NewBarChart(tput, vg.Points(18))
-	if err != nil {
-		return err
-	}
-	b1.Color = color.RGBA{R: 60, G: 110, B: 180, A: 255}
-	p1.Add(b1)
-	p1.NominalX(names...)
-
-	p2 := plot.New()
-	p2.Title.Text = "exactly-once violations"
-	p2.Y.Label.Text = "count / money"
-	w := vg.Points(12)
-	b2, err := plotter.NewBarChart(viol, w)
-	if err != nil {
-		return err
-	}
-	b2.Color = color.RGBA{R: 200, G: 60, B: 50, A: 255}
-	b2.Offset = -w / 2
-	b3, err := plotter.NewBarChart(lost, w)
-	if err != nil {
-		return err
-	}
-	b3.Color = color.RGBA{R: 240, G: 170, B: 40, A: 255}
-	b3.Offset = w / 2
-	p2.Add(b2, b3)
-	p2.Legend.Add("accounts off", b2)
-	p2.Legend.Add("money missing + extra", b3)
-	p2.Legend.Top = true
-	p2.NominalX(names...)
-	for _, p := range []*plot.Plot{p1, p2} {
+	var plots []*plot.Plot
+	for _, c := range []struct {
+		title, ylabel string
+		v             plotter.Values
+		col           color.RGBA
+	}{
+		{"throughput", "acknowledged transfers/s", tput, color.RGBA{R: 60, G: 110, B: 180, A: 255}},
+		{"exactly-once violations", "accounts off", off, color.RGBA{R: 200, G: 60, B: 50, A: 255}},
+		{"money lost or created", "missing + extra", money, color.RGBA{R: 230, G: 150, B: 30, A: 255}},
+	} {
+		p := plot.New()
+		p.Title.Text = c.title
+		p.Y.Label.Text = c.ylabel
+		p.Y.Min = 0
+		bars, err := plotter.NewBarChart(c.v, vg.Points(16))
+		if err != nil {
+			return err
+		}
+		bars.Color = c.col
+		p.Add(bars)
+		p.NominalX(names...)
 		p.X.Tick.Label.Rotation = 0.5
 		p.X.Tick.Label.XAlign = draw.XRight
+		plots = append(plots, p)
 	}
 
-	img := vgimg.New(vg.Points(1000), vg.Points(400))
+	img := vgimg.New(vg.Points(1200), vg.Points(400))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(10), PadTop: vg.Points(5), PadBottom: vg.Points(5), PadLeft: vg.Points(5), PadRight: vg.Points(5)}
-	canvases := plot.Align([][]*plot.Plot{{p1, p2}}, tiles, dc)
-	p1.Draw(canvases[0][0])
-	p2.Draw(canvases[0][1])
+	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Points(10), PadTop: vg.Points(5), PadBottom: vg.Points(5), PadLeft: vg.Points(5), PadRight: vg.Points(5)}
+	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[0][i])
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err

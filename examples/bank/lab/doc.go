@@ -37,5 +37,17 @@
 //     pg_advisory_xact_lock in id order, and a version column with retries,
 //     each in one PostgreSQL transaction.
 //
-// Main is the command entry point the bank command calls.
+// # Running
+//
+// Main is the command entry point the bank command calls; until then
+// cmd/lab wraps it. lab.sh installs and starts the servers (5 Redis on
+// 127.0.0.1:6391-6395, ZooKeeper on 127.0.0.1:2191, PostgreSQL 15; etcd is
+// embedded), runs the lab and stops what it started:
+//
+//	examples/bank/lab/lab.sh --smoke                    # CI: seconds, no pauses, --check
+//	examples/bank/lab/lab.sh --stall-prob 0.02 --ttl 1s --stall 3s
+//	examples/bank/lab/lab.sh test                       # the tests, servers required
+//	eval "$(examples/bank/lab/lab.sh up)"; go test ./examples/bank/lab/...; examples/bank/lab/lab.sh down
+//
+// Results go to results/lab/ (results.md, results.json, chart.png).
 package lab

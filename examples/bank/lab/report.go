@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,8 +86,8 @@ func WriteMarkdown(w io.Writer, m Machine, wl Workload, ttl time.Duration, resul
 			fmt.Fprintf(b, "\n- %s, first failed transfer: `%s`", r.Name, r.FirstError)
 		}
 	}
-	for name, err := range failures {
-		fmt.Fprintf(b, "\n- %s did not run: `%v`", name, err)
+	for _, name := range slices.Sorted(maps.Keys(failures)) {
+		fmt.Fprintf(b, "\n- %s did not run: `%v`", name, failures[name])
 	}
 	fmt.Fprintf(b, "\n\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences.\n")
 	_, err := io.WriteString(w, b.String())

@@ -257,14 +257,15 @@ func (z *ZKLock) Transfer(ctx context.Context, from, to int, amount int64) error
 	if bf < amount {
 		return ErrInsufficientFunds
 	}
-	if d := Pausing(ctx); d > 0 {
-		// Heartbeats go on until the session would time out, then stop.
-		time.Sleep(min(d, z.cfg.SessionTimeout))
+	if d := Pausing(ctx); d > z.cfg.SessionTimeout {
+		// The server would expire the silent session after its timeout,
+		// deleting the lock nodes; the process resumes later.
+		time.Sleep(z.cfg.SessionTimeout)
 		c.Close()
 		closed = true
-		if d > z.cfg.SessionTimeout {
-			time.Sleep(d - z.cfg.SessionTimeout)
-		}
+		time.Sleep(d - z.cfg.SessionTimeout)
+	} else if d > 0 {
+		time.Sleep(d) // heartbeats would resume in time: the session lives
 	}
 	_, err = z.data.Multi(
 		&zk.SetDataRequest{Path: z.balPath(from), Data: []byte(strconv.FormatInt(bf-amount, 10)), Version: -1},

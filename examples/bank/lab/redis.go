@@ -48,6 +48,19 @@ func (c *RedisConfig) fill() error {
 // unlockScript deletes the lock only if it still holds our token.
 var unlockScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
 
+// setNXPX runs SET key token NX PX ttl and reports whether it took the lock.
+func setNXPX(ctx context.Context, c *redis.Client, key, token string, ttl time.Duration) (bool, error) {
+	err := c.Do(ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds()).Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
 func newToken() string {
 	var b [16]byte
 	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails
@@ -161,7 +174,7 @@ func redisBalances(ctx context.Context, c *redis.Client, accounts int, balKey fu
 // lock takes one account's lock, retrying until ctx ends.
 func (r *RedisLock) lock(ctx context.Context, key, token string) error {
 	for attempt := 0; ; attempt++ {
-		ok, err := r.c.SetNX(ctx, key, token, r.cfg.TTL).Result()
+		ok, err := setNXPX(ctx, r.c, key, token, r.cfg.TTL)
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,7 @@ func (r *Redlock) lock(ctx context.Context, key, token string) (time.Time, error
 		var lastErr error
 		for _, c := range r.cs {
 			sctx, cancel := context.WithTimeout(ctx, per)
-			ok, err := c.SetNX(sctx, key, token, r.cfg.TTL).Result()
+			ok, err := setNXPX(sctx, c, key, token, r.cfg.TTL)
 			cancel()
 			if err != nil {
 				lastErr = err

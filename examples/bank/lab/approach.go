@@ -1,0 +1,91 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrInsufficientFunds is returned (possibly wrapped) by Transfer when the
+// source account cannot cover the amount. The transfer had no effect.
+var ErrInsufficientFunds = errors.New("lab: insufficient funds")
+
+// ErrAborted is returned (possibly wrapped) by Transfer when the transfer
+// certainly had no effect: a fenced write was refused, a lock was lost
+// before anything was written, an optimistic retry budget ran out. Any other
+// error means the outcome is unknown.
+var ErrAborted = errors.New("lab: transfer aborted")
+
+// Approach is one way of transferring money between accounts, with the
+// balances stored in its own system. Accounts are numbered 0..accounts-1.
+//
+// Transfer must be safe for concurrent use; Setup, Balances and Close are
+// called with no Transfer in flight.
+type Approach interface {
+	// Name identifies the approach in results, e.g. "redis".
+	Name() string
+	// Setup creates or resets the accounts, each with the initial balance,
+	// and releases any lock left behind by an earlier run.
+	Setup(ctx context.Context, accounts int, initial int64) error
+	// Transfer moves amount from one account to another (from != to,
+	// amount > 0). nil means done; an error matching ErrInsufficientFunds
+	// means rejected with no effect; an error matching ErrAborted means
+	// failed with no effect; any other error means the outcome is unknown.
+	// A lock-based approach calls Stall (or Pausing) after taking
+	// its locks and reading, before writing.
+	Transfer(ctx context.Context, from, to int, amount int64) error
+	// Balances reads every account's balance, indexed by account.
+	Balances(ctx context.Context) ([]int64, error)
+	// Close releases the approach's clients. It does not stop servers it
+	// did not start.
+	Close() error
+}
+
+type pauseKey struct{}
+
+type pause struct {
+	d       time.Duration
+	started func()
+}
+
+// WithPause returns a context carrying a simulated process pause of d for
+// the transfer it is passed to. Run calls it; a test of an approach may too.
+func WithPause(ctx context.Context, d time.Duration) context.Context {
+	return WithPauseFunc(ctx, d, nil)
+}
+
+// WithPauseFunc is WithPause with a function called when the pause starts
+// (from the transfer's goroutine), so a test can act while the transfer is
+// paused with its locks taken.
+func WithPauseFunc(ctx context.Context, d time.Duration, started func()) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, pauseKey{}, pause{d: d, started: started})
+}
+
+// Pausing is called by an approach at its pause point: it returns the pause
+// attached to ctx (0 when none) and reports the start of the pause. The
+// approach then pauses for that long, stopping whatever a real process
+// pause would stop; Stall does both for approaches with nothing to stop.
+func Pausing(ctx context.Context) time.Duration {
+	p, ok := ctx.Value(pauseKey{}).(pause)
+	if !ok {
+		return 0
+	}
+	if p.started != nil {
+		p.started()
+	}
+	return p.d
+}
+
+// Stall calls Pausing and sleeps for the pause, if any, and reports how
+// long. Like a real pause it ignores ctx's cancellation: the process that
+// was paused does not know it was.
+func Stall(ctx context.Context) time.Duration {
+	d := Pausing(ctx)
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return d
+}

@@ -1,0 +1,266 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ordo-actors/ordo/placement/etcdembed"
+)
+
+// Settings are the command's connection and lock settings, passed to every
+// Builder.
+type Settings struct {
+	// Redis are the Redis servers (the first for the single lock and the
+	// Redlock balances, all for Redlock).
+	Redis []string
+	// ZK are the ZooKeeper servers.
+	ZK []string
+	// Etcd are the etcd endpoints (an embedded member's when none given).
+	Etcd []string
+	// PG is the PostgreSQL URL.
+	PG string
+	// TTL is the lock TTL: Redis PX, etcd session TTL, ZooKeeper session
+	// timeout, PostgreSQL idle_in_transaction_session_timeout.
+	TTL time.Duration
+	// Concurrency is the workload's concurrency, for sizing pools.
+	Concurrency int
+}
+
+// Builder makes one approach from the command's settings. The ordo
+// approach plugs into Main as one more Builder.
+type Builder struct {
+	// Name is what --approaches selects.
+	Name string
+	// New connects the approach; the caller closes it.
+	New func(ctx context.Context, s Settings) (Approach, error)
+}
+
+// Builders returns the lock-based approaches, in report order.
+func Builders() []Builder {
+	pg := func(m PGMode) Builder {
+		return Builder{Name: string(m), New: func(ctx context.Context, s Settings) (Approach, error) {
+			if s.PG == "" {
+				return nil, errors.New("needs --pg (or ORDO_PG_URL)")
+			}
+			return NewPGLock(ctx, PGConfig{URL: s.PG, Mode: m, IdleTxTimeout: s.TTL, MaxConns: int32(s.Concurrency + 4)})
+		}}
+	}
+	return []Builder{
+		{Name: "redis", New: func(_ context.Context, s Settings) (Approach, error) {
+			if len(s.Redis) == 0 {
+				return nil, errors.New("needs --redis (or ORDO_REDIS_ADDRS)")
+			}
+			return NewRedisLock(RedisConfig{Addrs: s.Redis, TTL: s.TTL, PoolSize: s.Concurrency + 4})
+		}},
+		{Name: "redlock", New: func(_ context.Context, s Settings) (Approach, error) {
+			if len(s.Redis) == 0 {
+				return nil, errors.New("needs --redis (or ORDO_REDIS_ADDRS) with 5 servers")
+			}
+			return NewRedlock(RedisConfig{Addrs: s.Redis, TTL: s.TTL, PoolSize: s.Concurrency + 4})
+		}},
+		{Name: "etcd", New: func(ctx context.Context, s Settings) (Approach, error) {
+			return NewEtcdLock(ctx, EtcdConfig{Endpoints: s.Etcd, SessionTTL: s.TTL, Sessions: s.Concurrency})
+		}},
+		{Name: "zk", New: func(_ context.Context, s Settings) (Approach, error) {
+			if len(s.ZK) == 0 {
+				return nil, errors.New("needs --zk (or ORDO_ZK_ADDRS)")
+			}
+			return NewZKLock(ZKConfig{Servers: s.ZK, SessionTimeout: s.TTL, Sessions: s.Concurrency})
+		}},
+		pg(PGRow),
+		pg(PGAdvisory),
+		pg(PGOptimistic),
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Main is the lab command: it parses args (flags only, see -h), runs the
+// selected approaches one after another on the same workload, prints the
+// table to stdout and writes results.md, results.json and chart.png to
+// --out. extra adds approaches (the ordo one) after the built-in ones; a
+// name in extra replaces a built-in of that name. With --check it returns an
+// error when an approach failed to run, completed no transfer, or failed a
+// check.
+func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder) error {
+	builders := Builders()
+	for _, b := range extra {
+		if i := slices.IndexFunc(builders, func(x Builder) bool { return x.Name == b.Name }); i >= 0 {
+			builders[i] = b
+		} else {
+			builders = append(builders, b)
+		}
+	}
+	var names []string
+	for _, b := range builders {
+		names = append(names, b.Name)
+	}
+
+	def := DefaultWorkload()
+	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	approaches := fs.String("approaches", "all", "comma-separated approaches to run, or all: "+strings.Join(names, ","))
+	accounts := fs.Int("accounts", def.Accounts, "number of accounts")
+	initial := fs.Int64("initial", def.InitialBalance, "initial balance of every account")
+	duration := fs.Duration("duration", def.Duration, "run time per approach")
+	concurrency := fs.Int("concurrency", def.Concurrency, "concurrent clients")
+	zipf := fs.Float64("zipf", def.Zipf, "Zipf exponent of account choice; 0 = uniform")
+	maxAmount := fs.Int64("max-amount", def.MaxAmount, "largest transfer amount")
+	seed := fs.Uint64("seed", 0, "random seed; 0 picks one from the clock (printed)")
+	stallProb := fs.Float64("stall-prob", 0, "probability that a transfer pauses between its locks and its write")
+	stall := fs.Duration("stall", def.StallDuration, "length of a pause; should exceed --ttl")
+	ttl := fs.Duration("ttl", 2*time.Second, "lock TTL (Redis PX, etcd session TTL, ZooKeeper session timeout, PostgreSQL idle-in-transaction timeout)")
+	opTimeout := fs.Duration("op-timeout", def.OpTimeout, "bound on one transfer, pauses excluded")
+	out := fs.String("out", filepath.Join("results", "lab"), "directory for results.md, results.json and chart.png")
+	redisF := fs.String("redis", os.Getenv("ORDO_REDIS_ADDRS"), "comma-separated Redis addresses (5 for Redlock)")
+	zkF := fs.String("zk", os.Getenv("ORDO_ZK_ADDRS"), "comma-separated ZooKeeper addresses")
+	etcdF := fs.String("etcd", os.Getenv("ORDO_ETCD_ENDPOINTS"), "comma-separated etcd endpoints; empty starts an embedded member")
+	pgF := fs.String("pg", os.Getenv("ORDO_PG_URL"), "PostgreSQL URL")
+	check := fs.Bool("check", false, "fail unless every approach completes transfers and passes its checks")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("lab: unexpected arguments %q", fs.Args())
+	}
+	if *ttl < 10*time.Millisecond {
+		return fmt.Errorf("lab: --ttl %v is too short", *ttl)
+	}
+	var selected []Builder
+	if *approaches == "all" {
+		selected = builders
+	} else {
+		for _, n := range splitList(*approaches) {
+			i := slices.IndexFunc(builders, func(b Builder) bool { return b.Name == n })
+			if i < 0 {
+				return fmt.Errorf("lab: unknown approach %q (have %s)", n, strings.Join(names, ", "))
+			}
+			selected = append(selected, builders[i])
+		}
+		if len(selected) == 0 {
+			return errors.New("lab: --approaches is empty")
+		}
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	wl := Workload{
+		Accounts: *accounts, InitialBalance: *initial, Duration: *duration, Concurrency: *concurrency,
+		Zipf: *zipf, MaxAmount: *maxAmount, Seed: *seed, StallProbability: *stallProb,
+		StallDuration: *stall, OpTimeout: *opTimeout,
+	}
+	if err := wl.Validate(); err != nil {
+		return err
+	}
+	st := Settings{Redis: splitList(*redisF), ZK: splitList(*zkF), Etcd: splitList(*etcdF), PG: *pgF, TTL: *ttl, Concurrency: *concurrency}
+	fmt.Fprintf(stdout, "lab: seed %d\n", wl.Seed)
+	if wl.StallProbability > 0 && wl.StallDuration <= *ttl {
+		fmt.Fprintf(stdout, "lab: note: --stall %v does not exceed --ttl %v; pauses will rarely outlive a lock\n", wl.StallDuration, *ttl)
+	}
+
+	if len(st.Etcd) == 0 && slices.ContainsFunc(selected, func(b Builder) bool { return b.Name == "etcd" }) {
+		dir, err := os.MkdirTemp("", "ordo-lab-etcd-")
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		srv, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
+		if err != nil {
+			return fmt.Errorf("lab: embedded etcd: %w", err)
+		}
+		defer srv.Close()
+		st.Etcd = srv.Endpoints()
+	}
+
+	var results []Result
+	failures := map[string]error{}
+	for _, b := range selected {
+		fmt.Fprintf(stdout, "lab: %s: running %v\n", b.Name, wl.Duration)
+		r, err := runOne(ctx, b, st, wl)
+		if err != nil {
+			fmt.Fprintf(stdout, "lab: %s: %v\n", b.Name, err)
+			failures[b.Name] = err
+			if ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "lab: %s: %d ok, %.0f/s, conserved %v, accounts off %d\n", r.Name, r.OK, r.Throughput, r.Conserved(), r.AccountsOff)
+		results = append(results, r)
+	}
+
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	m := ThisMachine()
+	var md strings.Builder
+	if err := WriteMarkdown(&md, m, wl, *ttl, results, failures); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%s\n", md.String())
+	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	js, err := json.MarshalIndent(struct {
+		Machine  Machine
+		Workload Workload
+		TTL      time.Duration
+		Results  []Result
+	}{m, wl, *ttl, results}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if len(results) > 0 {
+		if err := WriteChart(filepath.Join(*out, "chart.png"), results); err != nil {
+			return fmt.Errorf("lab: chart: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "lab: wrote %s\n", *out)
+
+	if *check {
+		var bad []string
+		for _, r := range results {
+			if !r.Passed() {
+				bad = append(bad, r.Name)
+			}
+		}
+		for n := range failures {
+			bad = append(bad, n)
+		}
+		if len(bad) > 0 {
+			slices.Sort(bad)
+			return fmt.Errorf("lab: check failed for %s", strings.Join(bad, ", "))
+		}
+	}
+	return nil
+}
+
+func runOne(ctx context.Context, b Builder, st Settings, wl Workload) (Result, error) {
+	a, err := b.New(ctx, st)
+	if err != nil {
+		return Result{Name: b.Name}, err
+	}
+	r, err := Run(ctx, a, wl)
+	r.Name = b.Name // the name it was selected by
+	return r, errors.Join(err, a.Close())
+}

@@ -1,0 +1,321 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Workload describes one run. The zero value is not valid; start from
+// DefaultWorkload.
+type Workload struct {
+	// Accounts is the number of accounts (at least 2).
+	Accounts int
+	// InitialBalance is every account's balance after Setup.
+	InitialBalance int64
+	// Duration bounds the time during which new transfers start; transfers
+	// in flight at the end are finished (bounded by OpTimeout).
+	Duration time.Duration
+	// Concurrency is the number of clients issuing transfers back to back.
+	Concurrency int
+	// Zipf is the exponent of the Zipf distribution of the accounts a
+	// transfer touches (account 0 hottest); 0 means uniform.
+	Zipf float64
+	// MaxAmount bounds a transfer's amount, drawn uniformly from
+	// 1..MaxAmount.
+	MaxAmount int64
+	// Seed seeds every random choice of the run.
+	Seed uint64
+	// StallProbability is the probability that a transfer carries a
+	// simulated pause (see WithPause); 0 disables pauses.
+	StallProbability float64
+	// StallDuration is the length of a simulated pause; to matter it should
+	// exceed the approach's lock TTL.
+	StallDuration time.Duration
+	// OpTimeout bounds one transfer, pauses excluded; 0 means 10s.
+	OpTimeout time.Duration
+}
+
+// DefaultWorkload returns a small contended workload with no pauses.
+func DefaultWorkload() Workload {
+	return Workload{
+		Accounts:         64,
+		InitialBalance:   1000,
+		Duration:         5 * time.Second,
+		Concurrency:      8,
+		MaxAmount:        100,
+		Seed:             1,
+		StallDuration:    3 * time.Second,
+		StallProbability: 0,
+		OpTimeout:        10 * time.Second,
+	}
+}
+
+// Validate reports the first invalid field.
+func (w Workload) Validate() error {
+	switch {
+	case w.Accounts < 2:
+		return fmt.Errorf("lab: workload needs at least 2 accounts, have %d", w.Accounts)
+	case w.InitialBalance < 0:
+		return fmt.Errorf("lab: negative initial balance %d", w.InitialBalance)
+	case w.Duration <= 0:
+		return fmt.Errorf("lab: duration must be positive, have %v", w.Duration)
+	case w.Concurrency < 1:
+		return fmt.Errorf("lab: concurrency must be at least 1, have %d", w.Concurrency)
+	case w.Zipf < 0 || math.IsNaN(w.Zipf) || math.IsInf(w.Zipf, 0):
+		return fmt.Errorf("lab: zipf exponent must be 0 (uniform) or positive, have %v", w.Zipf)
+	case w.MaxAmount < 1:
+		return fmt.Errorf("lab: max amount must be at least 1, have %d", w.MaxAmount)
+	case w.StallProbability < 0 || w.StallProbability > 1 || math.IsNaN(w.StallProbability):
+		return fmt.Errorf("lab: stall probability must be in [0,1], have %v", w.StallProbability)
+	case w.StallProbability > 0 && w.StallDuration <= 0:
+		return fmt.Errorf("lab: stall duration must be positive when stalls are on, have %v", w.StallDuration)
+	case w.OpTimeout < 0:
+		return fmt.Errorf("lab: negative op timeout %v", w.OpTimeout)
+	}
+	return nil
+}
+
+// Result is what one run of one approach measured and what its checks found.
+type Result struct {
+	Name     string
+	Workload Workload
+
+	OK       int64 // transfers acknowledged
+	Rejected int64 // transfers rejected for insufficient funds
+	Aborted  int64 // transfers failed with no effect (ErrAborted)
+	Unknown  int64 // transfers failed with an unknown outcome
+	Stalls   int64 // transfers that carried a simulated pause
+	// FirstError is the first aborted or unknown error, for the report.
+	FirstError string
+
+	Elapsed    time.Duration // from the first transfer to the last return
+	Throughput float64       // acknowledged transfers per second
+	P50, P99   time.Duration // latency of acknowledged and rejected transfers
+
+	// ExpectedTotal is Accounts × InitialBalance; Total the final sum.
+	ExpectedTotal, Total int64
+	// AccountsOff counts accounts whose final balance differs from
+	// initial + acknowledged credits − acknowledged debits.
+	AccountsOff int
+	// Missing sums, over accounts, how much less they hold than the
+	// acknowledged transfers imply; Extra how much more.
+	Missing, Extra int64
+	// Negative counts accounts with a negative final balance.
+	Negative int
+}
+
+// Conserved reports whether the final balances sum to the initial total.
+func (r Result) Conserved() bool { return r.Total == r.ExpectedTotal }
+
+// ExactlyOnce reports whether every balance matches the acknowledged
+// transfers. With unknown outcomes a mismatch may be explained by them.
+func (r Result) ExactlyOnce() bool { return r.AccountsOff == 0 }
+
+// MoneyDelta is Total − ExpectedTotal: negative when money was lost,
+// positive when it was created.
+func (r Result) MoneyDelta() int64 { return r.Total - r.ExpectedTotal }
+
+// Passed reports whether the run completed transfers and every check held.
+func (r Result) Passed() bool {
+	return r.OK > 0 && r.Conserved() && r.ExactlyOnce() && r.Negative == 0
+}
+
+// worker is one client's private record, merged after the run.
+type worker struct {
+	credits, debits []int64
+	lat             []time.Duration
+	ok, rejected    int64
+	aborted         int64
+	unknown, stalls int64
+	firstErr        error
+}
+
+// Run sets the approach up, drives it with the workload and checks the
+// final balances. An error means the run could not be made or checked
+// (setup or the final read failed); failed transfers are counted in the
+// Result, not returned.
+func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
+	res := Result{Name: a.Name(), Workload: w}
+	if err := w.Validate(); err != nil {
+		return res, err
+	}
+	if w.OpTimeout == 0 {
+		w.OpTimeout = 10 * time.Second
+		res.Workload.OpTimeout = w.OpTimeout
+	}
+	if err := a.Setup(ctx, w.Accounts, w.InitialBalance); err != nil {
+		return res, fmt.Errorf("lab: %s: setup: %w", a.Name(), err)
+	}
+	pick := newPicker(w.Accounts, w.Zipf)
+	workers := make([]*worker, w.Concurrency)
+	start := time.Now()
+	deadline := start.Add(w.Duration)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wk := &worker{credits: make([]int64, w.Accounts), debits: make([]int64, w.Accounts)}
+		workers[i] = wk
+		rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk.loop(ctx, a, w, pick, rng, deadline)
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("lab: %s: run interrupted: %w", a.Name(), err)
+	}
+
+	credits := make([]int64, w.Accounts)
+	debits := make([]int64, w.Accounts)
+	var lat []time.Duration
+	for _, wk := range workers {
+		res.OK += wk.ok
+		res.Rejected += wk.rejected
+		res.Aborted += wk.aborted
+		res.Unknown += wk.unknown
+		res.Stalls += wk.stalls
+		if wk.firstErr != nil && res.FirstError == "" {
+			res.FirstError = wk.firstErr.Error()
+		}
+		for i := range credits {
+			credits[i] += wk.credits[i]
+			debits[i] += wk.debits[i]
+		}
+		lat = append(lat, wk.lat...)
+	}
+	if res.Elapsed > 0 {
+		res.Throughput = float64(res.OK) / res.Elapsed.Seconds()
+	}
+	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+
+	rctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
+	defer cancel()
+	bal, err := a.Balances(rctx)
+	if err != nil {
+		return res, fmt.Errorf("lab: %s: reading final balances: %w", a.Name(), err)
+	}
+	if err := res.check(bal, credits, debits); err != nil {
+		return res, fmt.Errorf("lab: %s: %w", a.Name(), err)
+	}
+	return res, nil
+}
+
+// check fills the Result's checks from the final balances and the
+// acknowledged credits and debits per account.
+func (r *Result) check(bal, credits, debits []int64) error {
+	w := r.Workload
+	if len(bal) != w.Accounts {
+		return fmt.Errorf("final read returned %d balances for %d accounts", len(bal), w.Accounts)
+	}
+	r.ExpectedTotal = int64(w.Accounts) * w.InitialBalance
+	r.Total = 0
+	for i, b := range bal {
+		r.Total += b
+		if b < 0 {
+			r.Negative++
+		}
+		want := w.InitialBalance + credits[i] - debits[i]
+		switch {
+		case b < want:
+			r.AccountsOff++
+			r.Missing += want - b
+		case b > want:
+			r.AccountsOff++
+			r.Extra += b - want
+		}
+	}
+	return nil
+}
+
+func (wk *worker) loop(ctx context.Context, a Approach, w Workload, pick *picker, rng *rand.Rand, deadline time.Time) {
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		from := pick.next(rng)
+		to := pick.next(rng)
+		for to == from {
+			to = pick.next(rng)
+		}
+		amount := 1 + rng.Int64N(w.MaxAmount)
+		stall := w.StallProbability > 0 && rng.Float64() < w.StallProbability
+
+		tctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
+		if stall {
+			wk.stalls++
+			tctx = WithPause(tctx, w.StallDuration)
+		}
+		t0 := time.Now()
+		err := a.Transfer(tctx, from, to, amount)
+		d := time.Since(t0)
+		cancel()
+		switch {
+		case err == nil:
+			wk.ok++
+			wk.debits[from] += amount
+			wk.credits[to] += amount
+			wk.lat = append(wk.lat, d)
+		case errors.Is(err, ErrInsufficientFunds):
+			wk.rejected++
+			wk.lat = append(wk.lat, d)
+		case errors.Is(err, ErrAborted):
+			wk.aborted++
+			if wk.firstErr == nil {
+				wk.firstErr = err
+			}
+		default:
+			wk.unknown++
+			if wk.firstErr == nil {
+				wk.firstErr = err
+			}
+		}
+	}
+}
+
+// picker draws accounts uniformly or from a Zipf distribution of any
+// positive exponent (math/rand's Zipf needs s > 1).
+type picker struct {
+	n   int
+	cdf []float64 // nil for uniform
+}
+
+func newPicker(n int, s float64) *picker {
+	p := &picker{n: n}
+	if s == 0 {
+		return p
+	}
+	p.cdf = make([]float64, n)
+	var sum float64
+	for k := range n {
+		sum += 1 / math.Pow(float64(k+1), s)
+		p.cdf[k] = sum
+	}
+	for k := range p.cdf {
+		p.cdf[k] /= sum
+	}
+	return p
+}
+
+func (p *picker) next(rng *rand.Rand) int {
+	if p.cdf == nil {
+		return rng.IntN(p.n)
+	}
+	i := sort.SearchFloat64s(p.cdf, rng.Float64())
+	return min(i, p.n-1)
+}
+
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}

@@ -1,0 +1,176 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/examples/bank/lab"
+	"github.com/ordo-actors/ordo/examples/bank/lab/labtest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func shortWorkload(seed uint64) lab.Workload {
+	w := lab.DefaultWorkload()
+	w.Accounts = 8
+	w.Duration = 200 * time.Millisecond
+	w.Concurrency = 4
+	w.Seed = seed
+	return w
+}
+
+func TestRunCorrectApproachPasses(t *testing.T) {
+	for _, zipf := range []float64{0, 0.8, 1.5} {
+		w := shortWorkload(7)
+		w.Zipf = zipf
+		r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{}), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Passed() || r.OK == 0 || r.Unknown != 0 || r.Aborted != 0 {
+			t.Fatalf("zipf %v seed %d: correct approach did not pass: %+v", zipf, w.Seed, r)
+		}
+		if r.P50 <= 0 || r.P99 < r.P50 || r.Throughput <= 0 {
+			t.Fatalf("zipf %v: bad latency or throughput: %+v", zipf, r)
+		}
+	}
+}
+
+func TestRunCatchesFaults(t *testing.T) {
+	for _, tc := range []struct {
+		fault     labtest.Fault
+		conserved bool
+	}{
+		{labtest.LoseCredit, false},
+		{labtest.ApplyTwice, true},
+		{labtest.AckNotApplied, true},
+	} {
+		w := shortWorkload(11)
+		r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{Fault: tc.fault, Every: 5}), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK < 5 {
+			t.Fatalf("fault %d: only %d transfers", tc.fault, r.OK)
+		}
+		if r.Passed() || r.ExactlyOnce() || r.AccountsOff == 0 {
+			t.Fatalf("fault %d (seed %d) not caught: %+v", tc.fault, w.Seed, r)
+		}
+		if r.Conserved() != tc.conserved {
+			t.Fatalf("fault %d: conserved = %v, want %v (Δ %d)", tc.fault, r.Conserved(), tc.conserved, r.MoneyDelta())
+		}
+		if tc.fault == labtest.LoseCredit && (r.MoneyDelta() >= 0 || r.Missing <= 0) {
+			t.Fatalf("lost credits not reported as missing money: %+v", r)
+		}
+	}
+}
+
+func TestRunStalls(t *testing.T) {
+	w := shortWorkload(3)
+	w.StallProbability = 0.5
+	w.StallDuration = 5 * time.Millisecond
+	r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{}), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stalls == 0 || !r.Passed() {
+		t.Fatalf("seed %d: %+v", w.Seed, r)
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	for name, mod := range map[string]func(*lab.Workload){
+		"accounts":    func(w *lab.Workload) { w.Accounts = 1 },
+		"duration":    func(w *lab.Workload) { w.Duration = 0 },
+		"concurrency": func(w *lab.Workload) { w.Concurrency = 0 },
+		"zipf":        func(w *lab.Workload) { w.Zipf = -1 },
+		"amount":      func(w *lab.Workload) { w.MaxAmount = 0 },
+		"stall-prob":  func(w *lab.Workload) { w.StallProbability = 2 },
+		"stall":       func(w *lab.Workload) { w.StallProbability, w.StallDuration = 0.1, 0 },
+	} {
+		w := lab.DefaultWorkload()
+		mod(&w)
+		if err := w.Validate(); err == nil {
+			t.Errorf("%s: invalid workload accepted", name)
+		}
+	}
+	if err := lab.DefaultWorkload().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func memoryBuilder(name string, cfg labtest.Config) lab.Builder {
+	return lab.Builder{Name: name, New: func(context.Context, lab.Settings) (lab.Approach, error) {
+		return labtest.NewMemory(cfg), nil
+	}}
+}
+
+func TestMainWritesReport(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "mem", "--duration", "100ms", "--accounts", "4", "--seed", "42",
+		"--out", out, "--check",
+	}, &stdout, memoryBuilder("mem", labtest.Config{}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "seed 42") {
+		t.Fatalf("seed not printed:\n%s", stdout.String())
+	}
+	for _, f := range []string{"results.md", "results.json", "chart.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| mem |") || !strings.Contains(string(md), "cores") {
+		t.Fatalf("report lacks the row or the machine:\n%s", md)
+	}
+}
+
+func TestMainCheckFails(t *testing.T) {
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "lossy", "--duration", "100ms", "--accounts", "4", "--out", t.TempDir(), "--check",
+	}, &stdout, memoryBuilder("lossy", labtest.Config{Fault: labtest.LoseCredit, Every: 2}))
+	if err == nil || !strings.Contains(err.Error(), "lossy") {
+		t.Fatalf("check passed a lossy approach: %v\n%s", err, stdout.String())
+	}
+}
+
+func TestMainBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--approaches", "nope"},
+		{"--approaches", ","},
+		{"--accounts", "1"},
+		{"--duration", "soon"},
+		{"--stall-prob", "1.5"},
+		{"--zipf", "-2"},
+		{"--ttl", "1ms"},
+		{"extra"},
+		{"--no-such-flag"},
+	} {
+		var stdout bytes.Buffer
+		if err := lab.Main(context.Background(), args, &stdout); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	var stdout bytes.Buffer
+	if err := lab.Main(context.Background(), []string{"-h"}, &stdout); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+}

@@ -88,7 +88,6 @@ func (e *entity) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		e.self = ctx.Self()
-		ctx.SetReceiveTimeout(e.h.cfg.IdleTimeout)
 	case *invoke:
 		e.en.queued.Add(-1)
 		e.handleInvoke(m.c)
@@ -96,13 +95,14 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.handleWriteDone(m)
 	case *contDone:
 		e.handleCont(m)
-	case *actor.ReceiveTimeout, *passivateReq:
-		if e.quiescent() && e.h.tryRemove(e.en) {
-			ctx.Stop(ctx.Self())
+	case *passivateReq:
+		if !e.quiescent() {
+			e.h.keep(e.en)
 			return
 		}
-		// protoactor disarms the idle timer when it fires: arm it again.
-		ctx.SetReceiveTimeout(e.h.cfg.IdleTimeout)
+		if e.h.tryRemove(e.en) {
+			ctx.Stop(ctx.Self())
+		}
 	case *drainReq:
 		e.drain = m
 		e.maybeDrained(ctx)

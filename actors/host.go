@@ -79,6 +79,7 @@ type entry struct {
 	elem   *list.Element
 	queued atomic.Int64 // invocations sent to the actor and not yet taken
 	evict  bool         // asked to passivate (guarded by Host.mu)
+	used   time.Time    // last call admitted (guarded by Host.mu)
 	// stopped is closed when the actor has stopped, whatever the reason.
 	stopped chan struct{}
 	gone    bool // removed from the host's maps (guarded by Host.mu)
@@ -155,6 +156,8 @@ func (h *Host) Start(ctx context.Context) error {
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg)
 		go h.batcher.run(h.ctx)
+		h.bg.Add(1)
+		go h.sweepLoop()
 		h.mu.Lock()
 		h.started = true
 		h.mu.Unlock()
@@ -431,6 +434,7 @@ func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	} else {
 		h.lru.MoveToFront(en.elem)
 	}
+	en.used = timeNow()
 	en.queued.Add(1)
 	h.system.Root.Send(en.pid, &invoke{c: c})
 	if h.active-h.evicts > h.cfg.MaxActive {
@@ -442,7 +446,7 @@ func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 const maxRequestIDLen = 256
 
 func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
-	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{})}
+	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{}), used: timeNow()}
 	e := &entity{h: h, en: en, ref: ref, shard: sh, epoch: sh.epoch, beh: kind.newBehavior()}
 	e.beh.bind(e)
 	en.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return e }))
@@ -464,6 +468,57 @@ func (h *Host) evictLocked() {
 		en.evict = true
 		h.evicts++
 		h.system.Root.Send(en.pid, passivateNow)
+	}
+}
+
+// keep withdraws a passivation request an entity cannot honour yet (it has
+// writes or replies in flight); a later sweep asks again.
+func (h *Host) keep(en *entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if en.evict && !en.gone {
+		en.evict = false
+		h.evicts--
+	}
+}
+
+// sweep asks entities idle for IdleTimeout to passivate. The LRU list is
+// ordered by last use, so the walk stops at the first recent entry.
+func (h *Host) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cutoff := timeNow().Add(-h.cfg.IdleTimeout)
+	for el := h.lru.Back(); el != nil; el = el.Prev() {
+		en := el.Value.(*entry)
+		if en.used.After(cutoff) {
+			return
+		}
+		if !en.evict {
+			en.evict = true
+			h.evicts++
+			h.system.Root.Send(en.pid, passivateNow)
+		}
+	}
+}
+
+func (h *Host) sweepLoop() {
+	defer h.bg.Done()
+	every := h.cfg.IdleTimeout / 4
+	if every > time.Second {
+		every = time.Second
+	}
+	if every < time.Millisecond {
+		every = time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+			h.sweep()
+		}
 	}
 }
 

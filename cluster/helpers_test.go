@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		// grpc's and protoactor's process-wide background goroutines.
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+		// memberlist's Shutdown does not wait for a probe in flight; it ends
+		// at its probe timeout.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
 	)
 }
 

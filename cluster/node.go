@@ -202,11 +202,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
 		n.Resume()
-		if n.place != nil {
-			n.place.SuspendKeepalives(true)
-		}
 		if n.host != nil {
 			n.host.Pause() // freeze entities: nothing more is processed
+		}
+		if n.place != nil {
+			n.place.Abandon()
 		}
 		if n.members != nil {
 			n.members.kill()
@@ -215,21 +215,11 @@ func (n *Node) Kill() {
 			n.tr.close(true)
 			n.tr = nil
 		}
-		if n.ownEtcd && n.etcd != nil {
-			n.etcd.Close() // keepalives stop; the lease is not revoked
-		}
-		// A canceled context: placement and the host stop their goroutines
-		// without releasing a shard or revoking the lease.
-		dead, cancel := context.WithCancel(context.Background())
-		cancel()
 		if n.host != nil {
 			n.host.DropAll(ErrClosed)
-		}
-		if n.place != nil {
-			_ = n.place.Shutdown(dead)
-		}
-		if n.host != nil {
-			_ = n.host.Shutdown(dead)
+			dead, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = n.host.Shutdown(dead) // resumes, then stops without draining
 		}
 		n.teardown(true)
 	})
@@ -343,6 +333,7 @@ func (n *Node) liveLoop(ctx context.Context) {
 	revoking := make(map[string]bool)
 	var revokeMu sync.Mutex
 	lastLease := int64(n.place.Lease())
+	var lastRejoin time.Time
 	for {
 		alive, dead := n.members.snapshot()
 		var live []string
@@ -389,6 +380,27 @@ func (n *Node) liveLoop(ctx context.Context) {
 				}
 			}(info.ID)
 		}
+		// Gossip does not heal by itself: a node that declared its peers dead
+		// (and they it) after a partition never talks to them again. Join
+		// again every node etcd shows registered that gossip does not.
+		if time.Since(lastRejoin) >= rejoinEvery {
+			lastRejoin = time.Now()
+			var addrs []string
+			for _, info := range n.place.Table().Nodes() {
+				if _, ok := alive[info.ID]; !ok && info.ID != n.cfg.NodeID && info.GossipAddr != "" {
+					addrs = append(addrs, info.GossipAddr)
+				}
+			}
+			if len(addrs) > 0 {
+				n.wg.Add(1)
+				go func() {
+					defer n.wg.Done()
+					if _, err := n.members.ml.Join(addrs); err != nil {
+						n.log.Debug("rejoining gossip failed", "addrs", addrs, "err", err)
+					}
+				}()
+			}
+		}
 		if l := int64(n.place.Lease()); l != lastLease {
 			lastLease = l
 			n.members.setLease(l)
@@ -402,6 +414,10 @@ func (n *Node) liveLoop(ctx context.Context) {
 		}
 	}
 }
+
+// rejoinEvery is how often a node tries to join registered nodes that
+// gossip does not show alive.
+const rejoinEvery = 2 * time.Second
 
 func contains(s []string, x string) bool {
 	for _, v := range s {

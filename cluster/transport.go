@@ -56,7 +56,9 @@ func startTransport(addr string, log *slog.Logger) (t *transport, err error) {
 		actor.WithDeadLetterRequestLogging(false),
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	r := remote.NewRemote(system, remote.Configure(host, port))
+	rc := remote.Configure(host, port)
+	rc.MaxRetryCount = 3 // ordo retries calls itself
+	r := remote.NewRemote(system, rc)
 	defer func() {
 		if p := recover(); p != nil {
 			system.Shutdown()

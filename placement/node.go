@@ -256,6 +256,38 @@ func (n *Node) shutdown(ctx context.Context) error {
 	return err
 }
 
+// Abandon stops the node the way a crash would, for tests and chaos
+// tooling: its goroutines end and its keepalives stop, but no shard is
+// released, no host callback runs and the lease is not revoked, so the
+// lease expires in etcd (or a peer revokes it) and other nodes take the
+// shards over. Later Shutdown calls return nil at once.
+func (n *Node) Abandon() {
+	n.shutdownOnce.Do(func() {
+		if !n.started.Load() {
+			n.started.Store(true)
+			return
+		}
+		n.suspend.Store(true)
+		n.loopCancel()
+		<-n.loopDone
+		n.table.Close()
+		n.mu.Lock()
+		s := n.sess
+		n.sess = nil
+		n.owned = map[uint32]int64{}
+		if n.sessCancel != nil {
+			n.sessCancel()
+		}
+		n.mu.Unlock()
+		n.handoffWG.Wait()
+		if s != nil {
+			s.Close() // stops the keepalive loop; the lease stays until it expires
+		}
+		n.lifeCancel()
+		n.wg.Wait()
+	})
+}
+
 // ID returns the node ID.
 func (n *Node) ID() string { return n.cfg.NodeID }
 

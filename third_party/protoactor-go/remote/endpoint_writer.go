@@ -45,9 +45,11 @@ func (state *endpointWriter) initialize(ctx actor.Context) {
 		err = state.initializeInternal()
 		if err != nil {
 			state.remote.Logger().Error("EndpointWriter failed to connect", slog.String("address", state.address), slog.Any("error", err), slog.Int("retry", i))
-			// Wait 2 seconds to restart and retry
-			// Replace with Exponential Backoff
-			time.Sleep(2 * time.Second)
+			// ordo: back off 100ms, 200ms, ... between attempts, and not
+			// after the last one (was: 2s after every attempt).
+			if i < state.remote.config.MaxRetryCount-1 {
+				time.Sleep(100 * time.Millisecond << i)
+			}
 			continue
 		}
 
@@ -78,11 +80,21 @@ func (state *endpointWriter) initialize(ctx actor.Context) {
 	state.remote.Logger().Info("EndpointWriter connected", slog.String("address", state.address), slog.Duration("cost", time.Since(now)))
 }
 
-func (state *endpointWriter) initializeInternal() error {
+func (state *endpointWriter) initializeInternal() (err error) {
 	conn, err := grpc.Dial(state.address, state.config.DialOptions...)
 	if err != nil {
 		return err
 	}
+	// ordo: close the connection of a failed attempt; each retry dials a
+	// new one, and the old one would otherwise reconnect forever.
+	defer func() {
+		if err != nil {
+			_ = conn.Close()
+			if state.conn == conn {
+				state.conn = nil
+			}
+		}
+	}()
 	state.conn = conn
 	c := NewRemotingClient(conn)
 	stream, err := c.Receive(context.Background(), state.config.CallOptions...)

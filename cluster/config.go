@@ -37,8 +37,9 @@ type Config struct {
 	// GossipAddr is the host:port of the node's memberlist agent (TCP and
 	// UDP). Port 0 picks a free port. Default "127.0.0.1:0".
 	GossipAddr string
-	// Join lists gossip addresses of nodes to join at start. Empty for the
-	// first node. Joining fails the start only if every address fails.
+	// Join lists gossip addresses of nodes to join at start. Optional: a
+	// node also joins, and keeps rejoining, every node registered in etcd,
+	// so unreachable seeds only delay gossip (a warning is logged).
 	Join []string
 	// Gossip selects memberlist timers: "lan" (memberlist's
 	// DefaultLANConfig, tuned to declare a dead node in about 2s) or

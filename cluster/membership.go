@@ -95,9 +95,10 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 	}
 	m.ml = ml
 	if len(cfg.Join) > 0 {
+		// Not fatal: the node also joins every node registered in etcd
+		// (Node.liveLoop), so unreachable seeds only delay gossip.
 		if _, err := ml.Join(cfg.Join); err != nil {
-			ml.Shutdown()
-			return nil, fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
+			logger.Warn("joining gossip seeds failed; will join registered nodes instead", "seeds", cfg.Join, "err", err)
 		}
 	}
 	return m, nil

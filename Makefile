@@ -5,7 +5,7 @@ PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
 STATICCHECK_VERSION := 2025.1.1
 
-.PHONY: test test-short vet proto verify-proto bench lint fuzz
+.PHONY: test test-short vet proto verify-proto bench lint fuzz lab
 
 ## test: vet, check generated code is current, run every test with the race detector.
 test: vet verify-proto
@@ -47,3 +47,7 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 20s $$pkg || exit 1; \
 		done; \
 	done
+
+## lab: the lock lab (Redis, Redlock, etcd, ZooKeeper, PostgreSQL locks vs ordo); installs and starts its servers.
+lab:
+	bash examples/bank/lab/lab.sh

@@ -93,14 +93,21 @@ func TestGracefulShutdownAndJoinUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			sender := fmt.Sprintf("w%d", w)
+			seqs := map[string]uint64{}
 			for i := 0; !stop.Load(); i++ {
 				id := fmt.Sprintf("load-%d-%d", w, i%20)
-				_, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1})
+				seqs[id]++
+				v, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1, Sender: sender, Seq: seqs[id]})
 				calls.Add(1)
 				if err != nil {
 					failed.Add(1)
 					t.Errorf("call failed: %v", err)
 					return
+				}
+				// Per-caller FIFO across moves: each add follows the previous one.
+				if v.PrevSeq != seqs[id]-1 {
+					t.Errorf("%s: seq %d applied after %d", id, seqs[id], v.PrevSeq)
 				}
 				mu.Lock()
 				expect[id]++

@@ -80,7 +80,7 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 	defer unsubscribe()
 	var last error
 	for attempt := 0; ; attempt++ {
-		rep, err := r.attempt(ctx, shard, env)
+		rep, err := r.attempt(ctx, shard, env, changed)
 		if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
 			r.metrics.observeCall(ref.Kind, start, rep.GetError())
 			return rep, nil
@@ -107,8 +107,11 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 }
 
 // attempt makes one try: a reply (possibly a retryable error reply), or an
-// error when the owner is unknown or unreachable.
-func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope) (*ordopb.Reply, error) {
+// error when the owner is unknown or unreachable. A remote attempt is
+// abandoned as soon as the table shows another owner for the shard: a
+// request in flight to a node that crashed or handed the shard off may
+// never be answered, and waiting for AttemptTimeout would stall failover.
+func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope, changed <-chan struct{}) (*ordopb.Reply, error) {
 	owner, ok := r.table.Lookup(shard)
 	if !ok {
 		return nil, fmt.Errorf("%w: shard %d has no owner", actors.ErrNotHere, shard)
@@ -126,16 +129,34 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 	if !ok || info.RemoteAddr == "" {
 		return nil, fmt.Errorf("%w: owner %s of shard %d not registered", errUnreachable, owner.NodeID, shard)
 	}
-	rep, err := r.tr.request(actx, info.RemoteAddr, env)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !errors.Is(err, errUnreachable) {
-			err = fmt.Errorf("%w: %v", errUnreachable, err)
+	type result struct {
+		rep *ordopb.Reply
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := r.tr.request(actx, info.RemoteAddr, env)
+		done <- result{rep, err}
+	}()
+	for {
+		select {
+		case res := <-done:
+			if res.err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				if !errors.Is(res.err, errUnreachable) {
+					res.err = fmt.Errorf("%w: %v", errUnreachable, res.err)
+				}
+			}
+			return res.rep, res.err
+		case <-changed:
+			if now, ok := r.table.Lookup(shard); !ok || now != owner {
+				cancel()
+				return nil, fmt.Errorf("%w: shard %d moved from %s while the call was in flight", errUnreachable, shard, owner.NodeID)
+			}
 		}
 	}
-	return rep, err
 }
 
 // Route implements actors.Router for entity-to-entity messages: it runs

@@ -90,6 +90,10 @@ func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelo
 	select {
 	case <-done:
 	case <-ctx.Done():
+		// Complete the future now so its waiter ends; a late reply is
+		// dropped as a dead letter.
+		t.system.Root.Stop(f.PID())
+		<-done
 		return nil, ctx.Err()
 	}
 	if err != nil {

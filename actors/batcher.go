@@ -30,6 +30,7 @@ type pending struct {
 
 type poison struct {
 	shard uint32
+	epoch int64
 	err   error
 }
 
@@ -41,6 +42,7 @@ type batchOp struct {
 
 type cancelReq struct {
 	ref   Ref
+	epoch int64 // only writes under this epoch are canceled
 	shard uint32
 	all   bool // cancel every write of the shard instead of one entity's
 	ack   chan struct{}
@@ -120,10 +122,12 @@ func (b *batcher) submit(w write) {
 
 // cancelEntity withdraws the entity's unsent writes (they fail with
 // errWriteCanceled) and returns once none of its writes is in flight.
-func (b *batcher) cancelEntity(ref Ref) { b.doCancel(cancelReq{ref: ref}) }
+func (b *batcher) cancelEntity(ref Ref, epoch int64) { b.doCancel(cancelReq{ref: ref, epoch: epoch}) }
 
 // cancelShard does the same for every write of a shard.
-func (b *batcher) cancelShard(shard uint32) { b.doCancel(cancelReq{shard: shard, all: true}) }
+func (b *batcher) cancelShard(shard uint32, epoch int64) {
+	b.doCancel(cancelReq{shard: shard, epoch: epoch, all: true})
+}
 
 func (b *batcher) doCancel(r cancelReq) {
 	r.ack = make(chan struct{})
@@ -188,9 +192,18 @@ func (b *batcher) run(parent context.Context) {
 		}
 		order = kept
 	}
+	matches := func(r cancelReq, p *pending) bool {
+		if p.rec.Epoch != r.epoch {
+			return false
+		}
+		if r.all {
+			return p.rec.Shard == r.shard
+		}
+		return p.rec.Kind == r.ref.Kind && p.rec.ID == r.ref.ID
+	}
 	inFlightMatch := func(r cancelReq) bool {
 		for _, p := range inflight {
-			if r.all && p.rec.Shard == r.shard || !r.all && inflightSet[r.ref] {
+			if matches(r, p) {
 				return true
 			}
 		}
@@ -204,19 +217,29 @@ func (b *batcher) run(parent context.Context) {
 		size := 0
 		batch := make([]*pending, 0, n)
 		recs := make([]persistence.Record, 0, n)
+		epochs := make(map[uint32]int64)
+		var rest []Ref
 		i := 0
-		for ; i < n; i++ {
+		for ; i < len(order) && len(batch) < n; i++ {
 			p := queue[order[i]]
 			if len(batch) > 0 && size+len(p.rec.Data) > b.maxBytes {
 				break
 			}
+			// One epoch per shard in a Save: the outcome is per shard, so a
+			// stale owner's record must never share a batch with the new
+			// owner's records of the same shard.
+			if e, ok := epochs[p.rec.Shard]; ok && e != p.rec.Epoch {
+				rest = append(rest, order[i])
+				continue
+			}
+			epochs[p.rec.Shard] = p.rec.Epoch
 			size += len(p.rec.Data)
 			batch = append(batch, p)
 			recs = append(recs, p.rec)
 			delete(queue, order[i])
 			inflightSet[order[i]] = true
 		}
-		order = append(order[:0], order[i:]...)
+		order = append(rest, order[i:]...)
 		bytes -= size
 		inflight = batch
 		b.statsMu.Lock()
@@ -257,16 +280,11 @@ func (b *batcher) run(parent context.Context) {
 		case op := <-b.in:
 			if op.cancel != nil {
 				r := *op.cancel
-				if r.all {
-					failQueued(func(p *pending) bool { return p.rec.Shard == r.shard }, errWriteCanceled)
-					for ref, p := range poisoned {
-						if p.shard == r.shard {
-							delete(poisoned, ref)
-						}
+				failQueued(func(p *pending) bool { return matches(r, p) }, errWriteCanceled)
+				for ref, p := range poisoned {
+					if p.epoch == r.epoch && (r.all && p.shard == r.shard || !r.all && ref == r.ref) {
+						delete(poisoned, ref)
 					}
-				} else {
-					failQueued(func(p *pending) bool { return p.rec.Kind == r.ref.Kind && p.rec.ID == r.ref.ID }, errWriteCanceled)
-					delete(poisoned, r.ref)
 				}
 				if inFlightMatch(r) {
 					waiting = append(waiting, r)
@@ -281,8 +299,13 @@ func (b *batcher) run(parent context.Context) {
 			b.statsMu.Unlock()
 			ref := Ref{Kind: w.rec.Kind, ID: w.rec.ID}
 			if p, ok := poisoned[ref]; ok {
-				w.done(p.err)
-				continue
+				if p.epoch == w.rec.Epoch {
+					w.done(p.err)
+					continue
+				}
+				// A new ownership of the entity (another epoch): the old
+				// instance's failure says nothing about it.
+				delete(poisoned, ref)
 			}
 			if p, ok := queue[ref]; ok && p.rec.Epoch == w.rec.Epoch {
 				bytes += len(w.rec.Data) - len(p.rec.Data)
@@ -321,8 +344,10 @@ func (b *batcher) run(parent context.Context) {
 						failed++
 					}
 					// A failed write fails every later write of the entity.
-					poisoned[ref] = poison{shard: p.rec.Shard, err: err}
-					failQueued(func(q *pending) bool { return q.rec.Kind == ref.Kind && q.rec.ID == ref.ID }, err)
+					poisoned[ref] = poison{shard: p.rec.Shard, epoch: p.rec.Epoch, err: err}
+					failQueued(func(q *pending) bool {
+						return q.rec.Kind == ref.Kind && q.rec.ID == ref.ID && q.rec.Epoch == p.rec.Epoch
+					}, err)
 				}
 				for _, d := range p.done {
 					d(err)

@@ -372,7 +372,7 @@ func (e *entity) handleWriteDone(m *writeDone) {
 func (e *entity) restart(cause error) {
 	e.h.log.Warn("entity write failed; restarting from storage", "entity", e.ref, "err", cause)
 	e.gen++
-	e.h.batcher.cancelEntity(e.ref)
+	e.h.batcher.cancelEntity(e.ref, e.epoch)
 	e.failHeld(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
 	e.conts = nil
 	e.loaded = false

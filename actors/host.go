@@ -363,7 +363,7 @@ func (h *Host) dropState(sh *shardState, reason error) {
 	h.mu.Unlock()
 
 	if h.batcher != nil {
-		h.batcher.cancelShard(sh.id)
+		h.batcher.cancelShard(sh.id, sh.epoch)
 	}
 	code := ordopb.Code_CODE_NOT_HERE
 	if errors.Is(reason, ErrFenced) {

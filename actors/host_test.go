@@ -601,3 +601,42 @@ func TestShardOfIsStable(t *testing.T) {
 	t.Logf("pinned shards: %v", got)
 	require.Equal(t, pinnedShards, got)
 }
+
+// A stale owner's write that is fenced after the shard was owned again at
+// a newer epoch fails alone: the new ownership keeps the shard and writes.
+func TestStaleWriteDoesNotTakeNewOwnershipDown(t *testing.T) {
+	h := newHarness(t, func(c *actors.HostConfig) { c.Shards = 1 })
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "x", 1)
+	require.NoError(t, err)
+
+	release := h.store.BlockSaves()
+	defer release()
+	saves0, _ := h.store.Stats()
+	stale := make(chan *ordopb.Reply, 1)
+	env, _ := actors.Envelope(ref("x"), &testpb.Add{Delta: 10}, "stale")
+	h.host.Submit(env, func(r *ordopb.Reply) { stale <- r })
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if s, _ := h.store.Stats(); s <= saves0 {
+			return errPending
+		}
+		return nil
+	})
+
+	// A newer owner (here: this host again, as after a lost and re-won
+	// lease) fences the shard while the stale write is in flight.
+	require.NoError(t, h.store.Fence(ctx, 0, 2))
+	owned := make(chan error, 1)
+	go func() { owned <- h.host.Own(0, 2) }()
+	release()
+	require.NoError(t, <-owned)
+	r := <-stale
+	require.True(t, actors.Retryable(actors.ErrorFromProto(r.GetError())), "stale reply %v", r)
+
+	v, err := h.add(ctx, "x", 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 101, v.Value)
+	require.Equal(t, map[uint32]int64{0: 2}, h.host.Owned())
+	stored, _ := h.stored("x")
+	require.EqualValues(t, 101, stored)
+}

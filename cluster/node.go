@@ -107,7 +107,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	hc.Router = n.router
 	hc.LeaseValid = func() bool { return n.place != nil && n.place.Valid() }
 	hc.OnShardLost = func(shard uint32, epoch int64, err error) {
+		// Storage saw a newer epoch: if placement still believes it holds
+		// the shard at this one, let the lock go so that the shard is
+		// served again, by whoever acquires it next, under a new epoch.
 		n.log.Warn("shard fenced by a newer owner", "shard", shard, "epoch", epoch, "err", err)
+		if n.place != nil {
+			n.place.Relinquish(shard, epoch)
+		}
 	}
 	hc.OnBatch = func(records int) { n.metrics.batch.Observe(float64(records)) }
 	if hc.Logger == nil {

@@ -678,6 +678,35 @@ func (n *Node) handoff(sctx context.Context, s *Session, shard uint32, epoch int
 	}
 	delete(n.owned, shard)
 	n.mu.Unlock()
+	n.releaseLock(sctx, shard, epoch)
+}
+
+// Relinquish gives shard up without calling the host, which has already
+// dropped it (storage fenced one of its writes): the lock is released if
+// it is still held at epoch, and the reconciler acquires the shard again
+// later, under a new epoch, if this node is still its desired owner. Safe
+// for concurrent use; it does not block.
+func (n *Node) Relinquish(shard uint32, epoch int64) {
+	n.mu.Lock()
+	if n.sess == nil || n.owned[shard] != epoch || n.sessCtx.Err() != nil {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.owned, shard)
+	sctx := n.sessCtx
+	n.handoffWG.Add(1)
+	n.mu.Unlock()
+	n.log.Warn("placement: host gave up shard; releasing its lock", "shard", shard, "epoch", epoch)
+	go func() {
+		defer n.handoffWG.Done()
+		defer n.poke()
+		n.releaseLock(sctx, shard, epoch)
+	}()
+}
+
+// releaseLock deletes the shard's lock if it is still held at epoch,
+// retrying until it is gone or sctx ends.
+func (n *Node) releaseLock(sctx context.Context, shard uint32, epoch int64) {
 	backoff := n.cfg.RetryBackoff
 	for {
 		rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)

@@ -154,19 +154,33 @@ func (ref *futureProcess) SendUserMessage(pid *PID, message interface{}) {
 
 	_, msg, _ := UnwrapEnvelope(message)
 
+	// ordo: set the result under the lock, and only while not done (it was
+	// written unlocked, racing with Stop and with Result's readers).
+	ref.cond.L.Lock()
+	if ref.done {
+		ref.cond.L.Unlock()
+		return
+	}
 	if _, ok := msg.(*DeadLetterResponse); ok {
 		ref.result = nil
 		ref.err = ErrDeadLetter
 	} else {
 		ref.result = msg
 	}
+	ref.cond.L.Unlock()
 
 	ref.Stop(pid)
 }
 
 func (ref *futureProcess) SendSystemMessage(pid *PID, message interface{}) {
 	defer ref.instrument()
+	ref.cond.L.Lock()
+	if ref.done {
+		ref.cond.L.Unlock()
+		return
+	}
 	ref.result = message
+	ref.cond.L.Unlock()
 	ref.Stop(pid)
 }
 

@@ -218,8 +218,7 @@ func (n *Node) Kill() {
 			n.members.kill()
 		}
 		if n.tr != nil {
-			n.tr.close(true)
-			n.tr = nil
+			n.tr.close(true) // teardown's second close is a no-op
 		}
 		if n.host != nil {
 			n.host.DropAll(ErrClosed)

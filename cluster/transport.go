@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,9 +27,10 @@ var errUnreachable = errors.New("cluster: owner unreachable")
 // router actor on it; clients use it only to send requests and receive
 // replies. Safe for concurrent use.
 type transport struct {
-	system *actor.ActorSystem
-	remote *remote.Remote
-	addr   string
+	closeOnce sync.Once
+	system    *actor.ActorSystem
+	remote    *remote.Remote
+	addr      string
 }
 
 // startTransport listens on addr ("host:port", port 0 for a free one).
@@ -114,8 +116,11 @@ func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelo
 	}
 }
 
-// close stops the remote (at once when hard) and the actor system.
+// close stops the remote (at once when hard) and the actor system. Later
+// calls do nothing.
 func (t *transport) close(hard bool) {
-	t.remote.Shutdown(!hard)
-	t.system.Shutdown()
+	t.closeOnce.Do(func() {
+		t.remote.Shutdown(!hard)
+		t.system.Shutdown()
+	})
 }

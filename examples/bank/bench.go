@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"strings"
+
+	"github.com/ordo-actors/ordo/examples/bank/lab"
+	"github.com/ordo-actors/ordo/examples/bank/ordolab"
+	"github.com/spf13/cobra"
+)
+
+func newBenchCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "bench [lab flags]",
+		Short: "Run the lock lab with ordo as one more approach (ordo, and ordo-pg with --pg)",
+		Long: `bench runs the lock lab (package examples/bank/lab) on one workload: the
+lock-based approaches it selects (--approaches, default all) and ordo on an
+in-process 3-node cluster ("ordo": the etcd store; "ordo-pg": the PostgreSQL
+store, added when --pg or ORDO_PG_URL is set). Every flag is the lab's; see
+'bank bench -h'. Example, ordo and the etcd lock only, with pauses:
+
+  go run ./examples/bank bench --approaches etcd,ordo --duration 10s --stall-prob 0.02 --ttl 1s --stall 3s
+
+For ordo, a pause freezes the node owning the transfer's source account
+(cluster.Node.Pause) right after the transfer was submitted, so the pause
+outlasts that node's lease exactly as it outlasts a lock's TTL elsewhere.`,
+		DisableFlagParsing: true,
+		Args:               cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			builders := []lab.Builder{ordolab.Builder("ordo", "etcd")}
+			if pgGiven(args) {
+				builders = append(builders, ordolab.Builder("ordo-pg", "postgres"))
+			}
+			err := lab.Main(cmd.Context(), args, cmd.OutOrStdout(), builders...)
+			switch {
+			case err == nil, errors.Is(err, flag.ErrHelp):
+				return nil
+			case isLabUsage(err):
+				return usageError{err}
+			}
+			return err
+		},
+	}
+}
+
+// pgGiven reports whether the lab will have a PostgreSQL URL.
+func pgGiven(args []string) bool {
+	for i, a := range args {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "pg" {
+			continue
+		}
+		if hasVal {
+			return val != ""
+		}
+		return i+1 < len(args) && args[i+1] != ""
+	}
+	return os.Getenv("ORDO_PG_URL") != ""
+}
+
+func isLabUsage(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"flag provided but not defined", "invalid value", "invalid boolean", "bad flag syntax",
+		"flag needs an argument", "unexpected arguments", "unknown approach", "--approaches is empty", "is too short", "lab: workload"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}

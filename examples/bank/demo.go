@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ordo-actors/ordo/examples/bank/check"
+	"github.com/ordo-actors/ordo/examples/bank/history"
+	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/examples/bank/workload"
+	"github.com/spf13/cobra"
+)
+
+// opCounts counts finished operations for the progress bar. Safe for
+// concurrent use.
+type opCounts struct {
+	ok, rejected, unknown, reads atomic.Int64
+}
+
+func (c *opCounts) add(op history.Op) {
+	switch {
+	case op.Op == history.OpBalance:
+		c.reads.Add(1)
+	case op.Outcome == history.OK:
+		c.ok.Add(1)
+	case op.Outcome == history.Rejected:
+		c.rejected.Add(1)
+	default:
+		c.unknown.Add(1)
+	}
+}
+
+func (c *opCounts) String() string {
+	s := fmt.Sprintf("transfers ok %d, rejected %d, unknown %d", c.ok.Load(), c.rejected.Load(), c.unknown.Load())
+	if r := c.reads.Load(); r > 0 {
+		s += fmt.Sprintf(", reads %d", r)
+	}
+	return s
+}
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	nodes    int
+	balance  int64
+	store    string
+	pg       string
+	killAt   float64
+	noKill   bool
+	histPath string
+	verbose  bool
+	quiet    bool
+	noFsync  bool
+	wl       workload.Config
+}
+
+func newDemoCmd() *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a 3-node cluster in this process, transfer money while a node crashes and restarts, then check everything",
+		Long: `demo starts an embedded etcd and a cluster of nodes in this process, opens the
+accounts, runs transfers from concurrent clients with Zipf-skewed account
+choice, crashes one node midway (no drain, no lease revocation) and restarts
+it under the same ID, then resolves the transfers whose outcome the clients
+never learned, reads every balance and checks the history: conservation,
+exactly-once, no negative balance, per-account linearizability. It exits 0
+only if every invariant holds.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&o.nodes, "nodes", 3, "nodes in the cluster (at least 2, one is crashed)")
+	fs.Int64Var(&o.balance, "balance", 1000, "initial balance of each account")
+	fs.StringVar(&o.store, "store", "etcd", "where entity state is kept: etcd (the embedded one) or postgres")
+	fs.StringVar(&o.pg, "pg", os.Getenv("ORDO_PG_URL"), "PostgreSQL URL for --store postgres (default $ORDO_PG_URL)")
+	fs.Float64Var(&o.killAt, "kill-at", 0.5, "when to crash a node, as a fraction of --duration")
+	fs.BoolVar(&o.noKill, "no-kill", false, "do not crash a node")
+	fs.StringVar(&o.histPath, "history", "", "also write the history to this file")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log the nodes' messages to stderr")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
+	fs.BoolVar(&o.noFsync, "unsafe-no-fsync", false, "the embedded etcd skips fsync (faster on slow disks; unsafe)")
+	workloadFlags(cmd, &o.wl)
+	return cmd
+}
+
+func (o *demoOptions) validate() error {
+	if o.nodes < 2 || o.nodes > 16 {
+		return usagef("--nodes %d: want 2..16", o.nodes)
+	}
+	if o.balance < 0 {
+		return usagef("--balance %d must not be negative", o.balance)
+	}
+	switch o.store {
+	case "etcd":
+	case "postgres":
+		if o.pg == "" {
+			return usagef("--store postgres needs --pg URL (or ORDO_PG_URL)")
+		}
+	default:
+		return usagef("--store %q: want etcd or postgres", o.store)
+	}
+	if !(o.killAt > 0 && o.killAt < 1) {
+		return usagef("--kill-at %v: want a fraction in (0, 1)", o.killAt)
+	}
+	return validateWorkload(&o.wl)
+}
+
+// failover is what the demo observed of the crash.
+type failover struct {
+	victim    string
+	killedAt  time.Duration // since the workload started
+	probed    int           // entities of the victim probed
+	recovered time.Duration // kill → every probed entity answered; 0 if not
+	restarted time.Duration // since the workload started; 0 if not
+	err       error
+}
+
+func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
+	wall := time.Now()
+	fmt.Fprintf(stdout, "bank demo: %d nodes, %s store, %d accounts × %d, %d clients for %v, zipf %.2f, seed %d\n",
+		o.nodes, o.store, o.wl.Accounts, o.balance, o.wl.Concurrency, o.wl.Duration, o.wl.Zipf, o.wl.Seed)
+
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	cl, err := inproc.Start(sctx, inproc.Config{Nodes: o.nodes, Store: o.store, PG: o.pg, UnsafeNoFsync: o.noFsync,
+		Logger: logger(o.verbose, stderr)})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		_ = cl.Close(cctx)
+	}()
+	fmt.Fprintf(stdout, "cluster up in %v (etcd %s); opening accounts\n", time.Since(wall).Round(time.Millisecond), strings.Join(cl.Endpoints(), ","))
+
+	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	_, err = workload.Open(octx, cl.Client(), o.wl.Accounts, o.balance, 64)
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	var (
+		mu  sync.Mutex
+		ops []history.Op
+		hw  *history.Writer
+	)
+	if o.histPath != "" {
+		if hw, err = history.Create(o.histPath); err != nil {
+			return err
+		}
+	}
+	record := func(op history.Op) error {
+		mu.Lock()
+		ops = append(ops, op)
+		mu.Unlock()
+		if hw != nil {
+			return hw.Append(op)
+		}
+		return nil
+	}
+
+	runCtx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	var fo failover
+	faultsDone := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(faultsDone)
+		if !o.noKill {
+			fo = crashAndRestart(runCtx, cl, start, time.Duration(o.killAt*float64(o.wl.Duration)), o.wl.Accounts)
+		}
+	}()
+	st, err := runWorkload(ctx, cl.Client(), o.wl, record, stderr, o.quiet)
+	stopFaults()
+	<-faultsDone
+	if hw != nil {
+		if cerr := hw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if fo.err != nil {
+		return fo.err
+	}
+
+	fmt.Fprintf(stdout, "workload done; resolving %d unknown transfers, reading %d balances, checking\n",
+		st.Transfers[history.Unknown], o.wl.Accounts)
+	vctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	rep, err := workload.Verify(vctx, cl.Client(), ops, workload.VerifyConfig{Accounts: o.wl.Accounts,
+		InitialBalance: o.balance, LinTimeout: 15 * time.Second, VisualizationPath: os.TempDir() + "/bank-demo-porcupine.html"})
+	if err != nil {
+		return err
+	}
+	printSummary(stdout, o, st, fo, rep, time.Since(wall))
+	if !rep.OK() {
+		for _, v := range rep.Violations {
+			fmt.Fprintf(stdout, "  violation: %s %s %s: %s\n", v.Invariant, v.Account, v.ID, v.Message)
+		}
+		return fmt.Errorf("demo: %w", errViolation)
+	}
+	return nil
+}
+
+// crashAndRestart kills the last node at start+at, measures how long its
+// entities take to answer again, then restarts it under the same ID.
+func crashAndRestart(ctx context.Context, cl *inproc.Cluster, start time.Time, at time.Duration, accounts int) failover {
+	victimIdx := len(cl.Nodes()) - 1
+	fo := failover{victim: inproc.NodeID(victimIdx)}
+	t := time.NewTimer(time.Until(start.Add(at)))
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return fo
+	case <-t.C:
+	}
+	// Up to 16 accounts whose shards the victim owns right now.
+	var probes []string
+	for i := 0; i < accounts && len(probes) < 16; i++ {
+		if name := history.AccountName(i); cl.Owner(ledger.AccountRef(name)) == victimIdx {
+			probes = append(probes, name)
+		}
+	}
+	fo.probed = len(probes)
+	killed := time.Now()
+	cl.Kill(victimIdx)
+	fo.killedAt = killed.Sub(start)
+
+	var wg sync.WaitGroup
+	var worst atomic.Int64
+	for _, acct := range probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if op := workload.Read(ctx, cl.Client(), acct, 250*time.Millisecond); op.Outcome == history.OK {
+					d := int64(time.Since(killed))
+					for {
+						w := worst.Load()
+						if d <= w || worst.CompareAndSwap(w, d) {
+							break
+						}
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() == nil {
+		fo.recovered = time.Duration(worst.Load())
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cl.Restart(rctx, victimIdx); err != nil {
+		if ctx.Err() == nil {
+			fo.err = fmt.Errorf("demo: restarting %s: %w", fo.victim, err)
+		}
+		return fo
+	}
+	fo.restarted = time.Since(start)
+	return fo
+}
+
+func printSummary(w io.Writer, o demoOptions, st workload.Stats, fo failover, rep check.Report, wall time.Duration) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSUMMARY\t")
+	fmt.Fprintf(tw, "transfers\tok %d, rejected %d, unknown %d\n",
+		st.Transfers[history.OK], st.Transfers[history.Rejected], st.Transfers[history.Unknown])
+	if n := st.Transfers[history.Unknown]; n > 0 {
+		fmt.Fprintf(tw, "unknown resolved\tok %d, rejected %d, still unknown %d\n",
+			rep.Resolved[history.OK], rep.Resolved[history.Rejected], rep.Resolved[history.Unknown])
+	}
+	if n := st.Reads[history.OK] + st.Reads[history.Unknown]; n > 0 {
+		fmt.Fprintf(tw, "balance reads\tok %d, unknown %d\n", st.Reads[history.OK], st.Reads[history.Unknown])
+	}
+	fmt.Fprintf(tw, "throughput\t%.0f transfers/s over %v\n", st.Throughput, st.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(tw, "latency\tp50 %s, p99 %s\n", ms(st.P50), ms(st.P99))
+	switch {
+	case o.noKill:
+		fmt.Fprintf(tw, "failover\tno node crashed (--no-kill)\n")
+	case fo.killedAt == 0:
+		fmt.Fprintf(tw, "failover\tthe run ended before the crash\n")
+	default:
+		fmt.Fprintf(tw, "crash\t%s killed at %.1fs\n", fo.victim, fo.killedAt.Seconds())
+		if fo.recovered > 0 {
+			fmt.Fprintf(tw, "failover\t%s: all %d probed entities of %s answered again\n", ms(fo.recovered), fo.probed, fo.victim)
+		} else {
+			fmt.Fprintf(tw, "failover\tnot observed before the run ended\n")
+		}
+		if fo.restarted > 0 {
+			fmt.Fprintf(tw, "restart\t%s restarted at %.1fs\n", fo.victim, fo.restarted.Seconds())
+		}
+	}
+	fmt.Fprintf(tw, "linearizability search\t%v\n", rep.LinearizabilityElapsed.Round(time.Millisecond))
+	fmt.Fprintln(tw, "INVARIANTS\t")
+	for _, inv := range rep.Invariants {
+		mark := "✗ FAIL"
+		switch inv.Status {
+		case check.StatusPass:
+			mark = "✓ pass"
+		case check.StatusSkipped:
+			mark = "- skipped"
+		case check.StatusUnknown:
+			mark = "? unknown"
+		}
+		line := fmt.Sprintf("  %s\t%s", inv.Name, mark)
+		if inv.Violations > 0 {
+			line += fmt.Sprintf(" (%d violations)", inv.Violations)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	verdict := "PASS: every invariant holds"
+	if !rep.OK() {
+		verdict = "FAIL: an invariant does not hold"
+	}
+	fmt.Fprintf(tw, "result\t%s (wall time %v)\n", verdict, wall.Round(100*time.Millisecond))
+	tw.Flush()
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/persistence"
+	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
+	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
+	"github.com/ordo-actors/ordo/placement"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+func parseURLs(flag string, list []string) ([]url.URL, error) {
+	if len(list) == 0 {
+		return nil, usagef("--%s is required", flag)
+	}
+	var out []url.URL
+	for _, s := range list {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usagef("--%s %q: want a URL like http://127.0.0.1:2379", flag, s)
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}
+
+func newEtcdCmd() *cobra.Command {
+	var (
+		name, dir, state, token  string
+		listenClient, listenPeer []string
+		advClient, advPeer       []string
+		initialCluster           string
+		maxTxnOps                uint
+		logLevel                 string
+	)
+	cmd := &cobra.Command{
+		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST",
+		Short: "Run one etcd member (etcd's own server code) until SIGTERM/SIGINT",
+		Long: `etcd runs a real etcd member through go.etcd.io/etcd/server/v3/embed, for
+multi-process clusters on machines without an installed etcd. The advertised
+URLs default to the listen URLs. --initial-cluster is etcd's own list,
+e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return usagef("--name is required")
+			}
+			if dir == "" {
+				return usagef("--data-dir is required")
+			}
+			lc, err := parseURLs("listen-client", listenClient)
+			if err != nil {
+				return err
+			}
+			lp, err := parseURLs("listen-peer", listenPeer)
+			if err != nil {
+				return err
+			}
+			ac, ap := lc, lp
+			if len(advClient) > 0 {
+				if ac, err = parseURLs("advertise-client", advClient); err != nil {
+					return err
+				}
+			}
+			if len(advPeer) > 0 {
+				if ap, err = parseURLs("advertise-peer", advPeer); err != nil {
+					return err
+				}
+			}
+			if state != "new" && state != "existing" {
+				return usagef("--initial-cluster-state %q: want new or existing", state)
+			}
+			cfg := embed.NewConfig()
+			cfg.Name = name
+			cfg.Dir = dir
+			cfg.ListenClientUrls, cfg.AdvertiseClientUrls = lc, ac
+			cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = lp, ap
+			if initialCluster == "" {
+				initialCluster = cfg.InitialClusterFromName(name)
+			}
+			cfg.InitialCluster = initialCluster
+			cfg.ClusterState = state
+			cfg.InitialClusterToken = token
+			cfg.MaxTxnOps = maxTxnOps
+			cfg.LogLevel = logLevel
+			cfg.ListenMetricsUrls = nil
+			if err := cfg.Validate(); err != nil {
+				return usagef("etcd configuration: %v", err)
+			}
+			e, err := embed.StartEtcd(cfg)
+			if err != nil {
+				return fmt.Errorf("starting etcd member %s: %w", name, err)
+			}
+			defer e.Close()
+			ctx := cmd.Context()
+			select {
+			case <-e.Server.ReadyNotify():
+				fmt.Fprintf(cmd.OutOrStdout(), "etcd member %s ready: clients at %s\n", name, joinURLs(ac))
+			case err := <-e.Err():
+				return fmt.Errorf("etcd member %s: %w", name, err)
+			case <-ctx.Done():
+				return nil
+			}
+			select {
+			case err := <-e.Err():
+				return fmt.Errorf("etcd member %s: %w", name, err)
+			case <-ctx.Done():
+				fmt.Fprintf(cmd.OutOrStdout(), "etcd member %s stopping\n", name)
+				return nil
+			}
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&name, "name", "", "member name (required)")
+	fs.StringVar(&dir, "data-dir", "", "data directory (required)")
+	fs.StringSliceVar(&listenClient, "listen-client", nil, "client URLs to listen on (required)")
+	fs.StringSliceVar(&listenPeer, "listen-peer", nil, "peer URLs to listen on (required)")
+	fs.StringSliceVar(&advClient, "advertise-client", nil, "client URLs to advertise (default: --listen-client)")
+	fs.StringSliceVar(&advPeer, "advertise-peer", nil, "peer URLs to advertise (default: --listen-peer)")
+	fs.StringVar(&initialCluster, "initial-cluster", "", "name=peerURL,... of every initial member (default: this member alone)")
+	fs.StringVar(&state, "initial-cluster-state", "new", "new or existing")
+	fs.StringVar(&token, "initial-cluster-token", "ordo-bank", "initial cluster token")
+	fs.UintVar(&maxTxnOps, "max-txn-ops", 1024, "maximum operations per transaction (the etcd store batches up to this)")
+	fs.StringVar(&logLevel, "log-level", "warn", "etcd log level: debug, info, warn, error")
+	return cmd
+}
+
+func joinURLs(us []url.URL) string {
+	var s []string
+	for _, u := range us {
+		s = append(s, u.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func newNodeCmd() *cobra.Command {
+	var (
+		id, remote, gossip, admin string
+		etcd, join                []string
+		store, pg, prefix         string
+		leaseTTL                  time.Duration
+		shards                    uint32
+		maxTxnOps                 int
+		drain, startTimeout       time.Duration
+		quiet                     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT [--join HOST:PORT,...]",
+		Short: "Run one ordo node hosting the bank's entities until SIGTERM/SIGINT (graceful drain)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := cluster.DefaultConfig()
+			cfg.NodeID = id
+			cfg.EtcdEndpoints = etcd
+			cfg.RemoteAddr = remote
+			cfg.GossipAddr = gossip
+			cfg.Join = join
+			cfg.AdminAddr = admin
+			cfg.Placement.Prefix = prefix
+			if shards != 0 {
+				cfg.Placement.Shards = shards
+			}
+			cfg.Placement.LeaseTTL = leaseTTL
+			if m := cfg.Placement.ValidityMargin; m >= leaseTTL/2 {
+				cfg.Placement.ValidityMargin = leaseTTL / 4
+			}
+			cfg.Logger = logger(!quiet, cmd.ErrOrStderr())
+			if id == "" {
+				return usagef("--id is required")
+			}
+			if len(etcd) == 0 {
+				return usagef("--etcd is required")
+			}
+			if store != "etcd" && store != "postgres" {
+				return usagef("--store %q: want etcd or postgres", store)
+			}
+			if store == "postgres" && pg == "" {
+				return usagef("--store postgres needs --pg URL")
+			}
+			if drain <= 0 {
+				return usagef("--drain-timeout %v must be positive", drain)
+			}
+			if leaseTTL < time.Second || leaseTTL%time.Second != 0 {
+				return usagef("--lease-ttl %v: want a whole number of seconds >= 1s", leaseTTL)
+			}
+			ctx := cmd.Context()
+			var st persistence.Store
+			switch store {
+			case "etcd":
+				cli, err := clientv3.New(clientv3.Config{Endpoints: etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+				if err != nil {
+					return fmt.Errorf("etcd store: %w", err)
+				}
+				defer cli.Close()
+				sc := etcdstore.DefaultConfig()
+				sc.Prefix = prefix + "/store/"
+				sc.MaxTxnOps = maxTxnOps
+				if st, err = etcdstore.New(cli, sc); err != nil {
+					return err
+				}
+			case "postgres":
+				sc := pgstore.DefaultConfig()
+				sc.URL = pg
+				var err error
+				if st, err = pgstore.Open(ctx, sc); err != nil {
+					return err
+				}
+			}
+			defer st.Close()
+			cfg.Store = st
+
+			sctx, cancel := context.WithTimeout(ctx, startTimeout)
+			n, err := startNode(sctx, cfg, cmd.ErrOrStderr())
+			cancel()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s up: remote %s, gossip %s", id, n.RemoteAddr(), n.GossipAddr())
+			if a := n.AdminAddr(); a != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), ", admin http://%s/", a)
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+			<-ctx.Done()
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s draining\n", id)
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+			defer cancel()
+			if err := n.Shutdown(dctx); err != nil {
+				return fmt.Errorf("node %s shutdown: %w", id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s stopped\n", id)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&id, "id", "", "node ID, unique in the cluster (required)")
+	fs.StringSliceVar(&etcd, "etcd", nil, "etcd client endpoints, comma-separated (required)")
+	fs.StringVar(&remote, "remote", "127.0.0.1:0", "host:port for calls from other nodes and clients")
+	fs.StringVar(&gossip, "gossip", "127.0.0.1:0", "host:port of the gossip agent (TCP and UDP)")
+	fs.StringSliceVar(&join, "join", nil, "gossip addresses of nodes to join, comma-separated")
+	fs.StringVar(&store, "store", "etcd", "where entity state is kept: etcd or postgres")
+	fs.StringVar(&pg, "pg", "", "PostgreSQL URL for --store postgres")
+	fs.StringVar(&admin, "admin", "", "host:port of the admin HTTP endpoint (status JSON, /metrics); empty disables it")
+	fs.DurationVar(&leaseTTL, "lease-ttl", cluster.DefaultConfig().Placement.LeaseTTL, "etcd lease TTL, whole seconds")
+	fs.StringVar(&prefix, "prefix", cluster.DefaultConfig().Placement.Prefix, "the cluster's etcd key prefix")
+	fs.Uint32Var(&shards, "shards", 0, "shard count (0: the default; must match the cluster's)")
+	fs.IntVar(&maxTxnOps, "max-txn-ops", 128, "operations per etcd transaction of the etcd store: at most the server's --max-txn-ops")
+	fs.DurationVar(&startTimeout, "start-timeout", time.Minute, "bound on starting, including waiting for a crashed predecessor's lease to expire")
+	fs.DurationVar(&drain, "drain-timeout", 30*time.Second, "bound on the graceful drain at SIGTERM/SIGINT")
+	fs.BoolVarP(&quiet, "quiet", "q", false, "do not log to stderr")
+	return cmd
+}
+
+// startNode starts a node for cfg. A node restarted right after a crash
+// finds its ID still registered under the crashed process's lease
+// (placement.ErrNodeIDInUse) until that lease expires or a peer revokes
+// it; startNode waits for that, retrying with a fresh Node, until ctx ends.
+func startNode(ctx context.Context, cfg cluster.Config, log io.Writer) (*cluster.Node, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := cluster.New(cfg, ledger.Account, ledger.Transfer)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		err = n.Start(ctx)
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, placement.ErrNodeIDInUse) {
+			return nil, err
+		}
+		if attempt == 0 {
+			fmt.Fprintf(log, "node %s: waiting for the previous session's lease to expire (%v)\n", cfg.NodeID, err)
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}

@@ -62,17 +62,18 @@ type BatchStats struct {
 	Failed uint64
 }
 
-// batcher is the per-host group committer. One goroutine owns the queue;
-// at most one Save is in flight, so an entity's writes become durable in
-// the order they were made, and a newer queued snapshot of an entity
-// replaces an older queued one.
+// batcher is the per-host group committer. One goroutine owns the queue.
+// Up to BatchMaxInFlight Saves run at once, but an entity is never in two
+// of them: its writes become durable in the order they were made, and a
+// newer queued snapshot of an entity replaces an older queued one.
 type batcher struct {
-	store      persistence.Store
-	maxRecords int
-	maxBytes   int
-	maxDelay   time.Duration
-	timeout    time.Duration
-	onBatch    func(int)
+	store       persistence.Store
+	maxRecords  int
+	maxBytes    int
+	maxDelay    time.Duration
+	maxInFlight int
+	timeout     time.Duration
+	onBatch     func(int)
 
 	// in carries writes and cancels in one channel, so that a cancel never
 	// overtakes a write the same entity submitted before it.
@@ -85,6 +86,7 @@ type batcher struct {
 }
 
 type saveResult struct {
+	id      int
 	batch   []*pending
 	outcome map[uint32]error
 	err     error
@@ -92,15 +94,16 @@ type saveResult struct {
 
 func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 	return &batcher{
-		store:      store,
-		maxRecords: cfg.BatchMaxRecords,
-		maxBytes:   cfg.BatchMaxBytes,
-		maxDelay:   cfg.BatchMaxDelay,
-		timeout:    cfg.StoreTimeout,
-		onBatch:    cfg.OnBatch,
-		in:         make(chan batchOp, 1024),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		store:       store,
+		maxRecords:  cfg.BatchMaxRecords,
+		maxBytes:    cfg.BatchMaxBytes,
+		maxDelay:    cfg.BatchMaxDelay,
+		maxInFlight: cfg.BatchMaxInFlight,
+		timeout:     cfg.StoreTimeout,
+		onBatch:     cfg.OnBatch,
+		in:          make(chan batchOp, 1024),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 }
 
@@ -162,14 +165,18 @@ func (b *batcher) run(parent context.Context) {
 	queue := make(map[Ref]*pending)
 	var order []Ref // FIFO of queued entities
 	bytes := 0
-	var inflight []*pending
+	inflight := make(map[int][]*pending) // by batch ID
+	nextBatch := 0
 	inflightSet := make(map[Ref]bool)
+	// stalled: every queued write belongs to an entity with a write in
+	// flight (it must wait for it); no Save until something changes.
+	stalled := false
 	var waiting []cancelReq // cancels waiting for the in-flight Save
 	// poisoned holds entities whose last write failed: their later writes
 	// fail at once (they build on the failed one) until the entity restarts
 	// (cancelEntity) or its shard is dropped (cancelShard).
 	poisoned := make(map[Ref]poison)
-	results := make(chan saveResult, 1)
+	results := make(chan saveResult, b.maxInFlight)
 	var timer *time.Timer
 	var timerC <-chan time.Time
 	var firstQueued time.Time
@@ -202,14 +209,16 @@ func (b *batcher) run(parent context.Context) {
 		return p.rec.Kind == r.ref.Kind && p.rec.ID == r.ref.ID
 	}
 	inFlightMatch := func(r cancelReq) bool {
-		for _, p := range inflight {
-			if matches(r, p) {
-				return true
+		for _, batch := range inflight {
+			for _, p := range batch {
+				if matches(r, p) {
+					return true
+				}
 			}
 		}
 		return false
 	}
-	flush := func() {
+	flush := func() bool {
 		n := len(order)
 		if n > b.maxRecords {
 			n = b.maxRecords
@@ -222,6 +231,12 @@ func (b *batcher) run(parent context.Context) {
 		i := 0
 		for ; i < len(order) && len(batch) < n; i++ {
 			p := queue[order[i]]
+			// An entity's writes become durable in order: while one is in
+			// flight, the next waits for it.
+			if inflightSet[order[i]] {
+				rest = append(rest, order[i])
+				continue
+			}
 			if len(batch) > 0 && size+len(p.rec.Data) > b.maxBytes {
 				break
 			}
@@ -240,8 +255,13 @@ func (b *batcher) run(parent context.Context) {
 			inflightSet[order[i]] = true
 		}
 		order = append(rest, order[i:]...)
+		if len(batch) == 0 {
+			return false
+		}
 		bytes -= size
-		inflight = batch
+		id := nextBatch
+		nextBatch++
+		inflight[id] = batch
 		b.statsMu.Lock()
 		b.stats.Saves++
 		b.stats.Records += uint64(len(recs))
@@ -253,11 +273,12 @@ func (b *batcher) run(parent context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, b.timeout)
 			defer cancel()
 			outcome, err := b.store.Save(sctx, recs)
-			results <- saveResult{batch: batch, outcome: outcome, err: err}
+			results <- saveResult{id: id, batch: batch, outcome: outcome, err: err}
 		}()
+		return true
 	}
 	ready := func() bool {
-		if len(order) == 0 || inflight != nil {
+		if len(order) == 0 || len(inflight) >= b.maxInFlight || stalled {
 			return false
 		}
 		return b.maxDelay == 0 || len(order) >= b.maxRecords || bytes >= b.maxBytes ||
@@ -265,13 +286,16 @@ func (b *batcher) run(parent context.Context) {
 	}
 
 	for {
-		if ready() {
-			flush()
+		for ready() {
+			if !flush() {
+				stalled = true
+			}
 			if timer != nil {
 				timer.Stop()
 				timerC = nil
 			}
-		} else if len(order) > 0 && inflight == nil && timerC == nil {
+		}
+		if len(order) > 0 && len(inflight) < b.maxInFlight && !stalled && timerC == nil && b.maxDelay > 0 {
 			timer = time.NewTimer(b.maxDelay - time.Since(firstQueued))
 			timerC = timer.C
 		}
@@ -294,6 +318,7 @@ func (b *batcher) run(parent context.Context) {
 				continue
 			}
 			w := op.w
+			stalled = false
 			b.statsMu.Lock()
 			b.stats.Writes++
 			b.statsMu.Unlock()
@@ -359,15 +384,22 @@ func (b *batcher) run(parent context.Context) {
 				b.stats.Failed += failed
 				b.statsMu.Unlock()
 			}
-			inflight = nil
+			delete(inflight, res.id)
+			stalled = false
+			kept := waiting[:0]
 			for _, r := range waiting {
-				close(r.ack)
+				if inFlightMatch(r) {
+					kept = append(kept, r)
+				} else {
+					close(r.ack)
+				}
 			}
-			waiting = waiting[:0]
+			waiting = kept
 
 		case <-b.stop:
-			if inflight != nil {
+			for len(inflight) > 0 {
 				res := <-results
+				delete(inflight, res.id)
 				for _, p := range res.batch {
 					err := res.err
 					if err == nil {

@@ -43,6 +43,9 @@ type HostConfig struct {
 	// batch while no Save is in flight. 0 (the default) sends at once; writes
 	// made while a Save is in flight always wait for it and go together.
 	BatchMaxDelay time.Duration
+	// BatchMaxInFlight is how many Saves may run at once (an entity is in
+	// at most one of them). Default 4.
+	BatchMaxInFlight int
 	// StoreTimeout bounds each store call. Default 10s.
 	StoreTimeout time.Duration
 	// RequestTimeout bounds entity-to-entity requests (Request). Default 30s.
@@ -67,14 +70,15 @@ type HostConfig struct {
 // DefaultHostConfig returns the production defaults.
 func DefaultHostConfig() HostConfig {
 	return HostConfig{
-		Shards:          256,
-		IdleTimeout:     5 * time.Minute,
-		MaxActive:       100_000,
-		DedupWindow:     128,
-		BatchMaxRecords: 256,
-		BatchMaxBytes:   1 << 20,
-		StoreTimeout:    10 * time.Second,
-		RequestTimeout:  30 * time.Second,
+		Shards:           256,
+		IdleTimeout:      5 * time.Minute,
+		MaxActive:        100_000,
+		DedupWindow:      128,
+		BatchMaxRecords:  256,
+		BatchMaxBytes:    1 << 20,
+		BatchMaxInFlight: 4,
+		StoreTimeout:     10 * time.Second,
+		RequestTimeout:   30 * time.Second,
 	}
 }
 
@@ -103,6 +107,8 @@ func (c HostConfig) Validate() error {
 		return errors.New("actors: BatchMaxRecords must be positive")
 	case c.BatchMaxBytes <= 0:
 		return errors.New("actors: BatchMaxBytes must be positive")
+	case c.BatchMaxInFlight <= 0:
+		return errors.New("actors: BatchMaxInFlight must be positive")
 	case c.BatchMaxDelay < 0:
 		return errors.New("actors: BatchMaxDelay must not be negative")
 	case c.StoreTimeout <= 0:

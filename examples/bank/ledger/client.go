@@ -36,7 +36,7 @@ func Await(ctx context.Context, inv actors.Invoker, id string, st *bankpb.Transf
 				return nil, fmt.Errorf("ledger: transfer %s still %s: %w", id, st.Status, ctx.Err())
 			case <-t.C:
 			}
-			if wait < 50*time.Millisecond {
+			if wait < 10*time.Millisecond {
 				wait *= 2
 			}
 		}

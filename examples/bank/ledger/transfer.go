@@ -60,21 +60,26 @@ func submit(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, er
 	return state(t), nil
 }
 
-// step sends the request of the saga's current state. Each step's request
-// ID is derived from the transfer ID, so a resent step is recognised.
+// step starts (or restarts) the saga from its durable status. While a
+// transfer is in progress its stored status stays CHECKING: the check, the
+// debit and the credit are each idempotent per transfer ID (accounts keep
+// the IDs of the transfers they debited or credited until the saga tells
+// them to forget), so a saga that restarts from the beginning after a
+// crash repeats no effect. Only the outcome is written, which saves two
+// durable writes per transfer.
 func step(c *transferCtx) {
 	t := c.State
 	id := c.Ref().ID
 	switch t.Status {
-	case checking:
+	case checking, debiting, crediting:
 		actors.Request(c, AccountRef(t.To), &bankpb.CheckOpen{}, id+":check", afterCheck)
-	case debiting:
-		actors.Request(c, AccountRef(t.From), &bankpb.Debit{TransferId: id, Amount: t.Amount}, id+":debit", afterDebit)
-	case crediting:
-		actors.Request(c, AccountRef(t.To), &bankpb.Credit{TransferId: id, Amount: t.Amount}, id+":credit", afterCredit)
 	case compensating:
 		actors.Request(c, AccountRef(t.From), &bankpb.Credit{TransferId: id + ":refund", Amount: t.Amount}, id+":refund", afterRefund)
 	}
+}
+
+func inProgress(t *bankpb.Transfer) bool {
+	return t.Status == checking || t.Status == debiting || t.Status == crediting
 }
 
 // permanent reports whether err means the step can never succeed.
@@ -87,7 +92,7 @@ func permanent(err error) (code string, ok bool) {
 }
 
 func afterCheck(c *transferCtx, _ *bankpb.Balance, err error) {
-	if c.State.Status != checking {
+	if !inProgress(c.State) {
 		return
 	}
 	if err != nil {
@@ -98,12 +103,21 @@ func afterCheck(c *transferCtx, _ *bankpb.Balance, err error) {
 		step(c) // not answered yet: resend
 		return
 	}
-	c.State.Status = debiting
-	step(c)
+	debit(c)
+}
+
+func debit(c *transferCtx) {
+	id := c.Ref().ID
+	actors.Request(c, AccountRef(c.State.From), &bankpb.Debit{TransferId: id, Amount: c.State.Amount}, id+":debit", afterDebit)
+}
+
+func credit(c *transferCtx) {
+	id := c.Ref().ID
+	actors.Request(c, AccountRef(c.State.To), &bankpb.Credit{TransferId: id, Amount: c.State.Amount}, id+":credit", afterCredit)
 }
 
 func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
-	if c.State.Status != debiting {
+	if !inProgress(c.State) {
 		return
 	}
 	if err != nil {
@@ -111,15 +125,14 @@ func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
 			c.State.Status, c.State.Error = rejected, code
 			return
 		}
-		step(c)
+		debit(c)
 		return
 	}
-	c.State.Status = crediting
-	step(c)
+	credit(c)
 }
 
 func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
-	if c.State.Status != crediting {
+	if !inProgress(c.State) {
 		return
 	}
 	if err != nil {
@@ -128,7 +141,7 @@ func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
 			step(c)
 			return
 		}
-		step(c)
+		credit(c)
 		return
 	}
 	c.State.Status = completed

@@ -5,7 +5,7 @@ PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
 STATICCHECK_VERSION := 2025.1.1
 
-.PHONY: test test-short vet proto verify-proto bench lint fuzz lab
+.PHONY: test test-short vet proto verify-proto bench lint fuzz lab chaos
 
 ## test: vet, check generated code is current, run every test with the race detector.
 test: vet verify-proto
@@ -51,3 +51,7 @@ fuzz:
 ## lab: the lock lab (Redis, Redlock, etcd, ZooKeeper, PostgreSQL locks vs ordo); installs and starts its servers.
 lab:
 	bash examples/bank/lab/lab.sh
+
+## chaos: a few minutes of mixed faults on a multi-process bank, for both stores.
+chaos:
+	bash examples/bank/chaos/chaos.sh

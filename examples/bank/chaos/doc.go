@@ -1,0 +1,81 @@
+// Package chaos is `bank chaos`: it runs a bank cluster as real processes,
+// drives the bank workload through it, injects faults on a schedule drawn
+// from a seed, and checks the history the clients recorded.
+//
+// # Processes
+//
+// Every process is the bank binary (Config.Bank): `bank etcd` members,
+// `bank node`s (each with --admin, so its status and /metrics can be read),
+// one `bank open`, one `bank load` writing the history, and at the end one
+// `bank check`. Each runs in its own process group with SIGKILL as its
+// parent-death signal, its output appended to <name>.log in the run
+// directory; Run kills every group before it returns, on success, error or
+// ctx cancellation.
+//
+// # What is proxied
+//
+// Each node reaches each etcd member through its own TCP proxy
+// (etcdembed.StartProxy), so a partition stalls exactly one node's etcd
+// traffic: its lease keepalives, placement watches and, with the etcd
+// store, its storage writes. With the postgres store each node also reaches
+// PostgreSQL through its own proxy (used by the pause fault). The proxy stalls bytes rather than dropping
+// them, as a real partition does. Node-to-node traffic is not proxied: the
+// nodes advertise the address they listen on (cluster.Config has no
+// advertised-address setting) and memberlist probes over UDP, which a TCP
+// proxy cannot carry. The load, the probe and the checker reach etcd
+// directly.
+//
+// # Faults
+//
+// Plan draws the schedule: one fault at a time, every Config.Interval with
+// up to a second of jitter, kinds in a seeded shuffle so that each kind
+// appears before any repeats, targets and hold times from the seed:
+//
+//   - kill: SIGKILL a node, restart it after 1–2.5 s;
+//   - pause: stall the node's store traffic (its etcd proxies, or its
+//     PostgreSQL proxy) for Config.PauseStall, then SIGSTOP the node for its
+//     lease TTL + 2.5–4 s, then heal and SIGCONT. The pause thus begins
+//     while writes are on the wire, and the load keeps sending to the node,
+//     so calls wait in its sockets and writes in its batcher while its
+//     lease expires and another node takes its shards over at a higher
+//     epoch; after the pause those writes reach the store under the old
+//     epoch and are rejected by fencing;
+//   - partition: stall the node's etcd proxies for its lease TTL + 1–3 s;
+//   - etcd: SIGKILL an etcd member (half the time whichever leads) and
+//     restart it after 2–4 s;
+//   - postgres: run `pg_ctlcluster 15 main restart` (--store postgres).
+//
+// # Measurements
+//
+// For each fault on a node, a probe reads the balance of a few accounts
+// the node owned when the fault started (from its admin status) and makes
+// one write in each of their shards (opening, under a fresh request ID, an
+// account outside the bank that no check reads: reads are answered from
+// memory, only a write sees the store), every 100 ms with a 1 s timeout,
+// through an in-process cluster client; the
+// fault's recovery time is from its start to the first successful read
+// after the last failed one, over the probed accounts. For etcd and
+// postgres faults accounts of every node are probed. Fenced writes are
+// ordo_fenced_writes_total scraped from every node every 500 ms (and just
+// before a node is killed), summed over the incarnations of each node; a
+// write fenced in the instant between the last scrape and a kill is not
+// counted, so the number is a lower bound.
+//
+// After the final heal and the end of the load, three liveness probes run
+// before the check: the transfers the load left unknown are read (not
+// resubmitted) until each is final, for up to 30 s (Report.Sagas); every
+// account's balance is read once; and in every shard an account that was
+// never opened is read, which a serving owner answers at once with
+// "unknown account" (Report.UnservedShards: shards that some node holds in
+// placement but none serves). The check itself gets a bounded
+// --resolve-timeout, so a cluster that cannot answer fails the run instead
+// of hanging it.
+//
+// # Report
+//
+// Run writes report.json (and Config.ReportPath) with the seed, each fault
+// with its start and end, operations by kind and outcome, the check's
+// verdict, recovery times and fenced writes, and returns it; Main prints a
+// summary and fails when the check found a violation or a fault could not
+// be injected or healed.
+package chaos

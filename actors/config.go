@@ -58,7 +58,8 @@ type HostConfig struct {
 	LeaseValid func() bool
 	// OnShardLost is called (from an entity's goroutine; it must not block)
 	// when a shard is dropped because the store rejected a write or fence
-	// with ErrFenced: placement should give the shard up.
+	// with ErrFenced, or a write failed with an unknown outcome: placement
+	// should give the shard up so that it is owned again under a new epoch.
 	OnShardLost func(shard uint32, epoch int64, err error)
 	// OnBatch, when set, is called with the record count of every Save the
 	// batcher makes (from the batcher's goroutine; it must not block).

@@ -360,10 +360,15 @@ func (e *entity) handleWriteDone(m *writeDone) {
 		if e.drain != nil && e.seq == e.durable && len(e.held) == 0 {
 			e.h.system.Root.Stop(e.self)
 		}
-	case errors.Is(m.err, persistence.ErrFenced):
-		e.h.shardFenced(e.shard, m.err)
+	case errors.Is(m.err, errWriteCanceled), errors.Is(m.err, ErrClosed):
+		// Withdrawn because the shard is being dropped or the host stops.
 	default:
-		e.restart(m.err)
+		// Fenced, or an outcome the store could not report (the write may
+		// still land later). Restarting the entity from storage under the
+		// same epoch would let such a late write overwrite newer state, so
+		// the whole shard is given up: it is served again only under a new
+		// epoch, whose fence rejects any write still on its way.
+		e.h.shardLost(e.shard, m.err)
 	}
 }
 
@@ -385,7 +390,7 @@ func (e *entity) restart(cause error) {
 func (e *entity) activate() error {
 	if err := e.h.ensureFenced(e.shard); err != nil {
 		if errors.Is(err, persistence.ErrFenced) {
-			e.h.shardFenced(e.shard, err)
+			e.h.shardLost(e.shard, err)
 			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, err)
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)

@@ -246,7 +246,7 @@ func (h *Host) Own(shard uint32, epoch int64) error {
 		defer h.bg.Done()
 		if err := h.ensureFenced(sh); err != nil {
 			if errors.Is(err, persistence.ErrFenced) {
-				h.shardFenced(sh, err)
+				h.shardLost(sh, err)
 			} else if h.ctx.Err() == nil {
 				h.log.Warn("fencing shard failed; the first activation retries", "shard", shard, "epoch", epoch, "err", err)
 			}
@@ -581,9 +581,18 @@ func (h *Host) ensureFenced(sh *shardState) error {
 	return nil
 }
 
-// shardFenced drops a shard whose fence moved past its epoch.
-func (h *Host) shardFenced(sh *shardState, err error) {
-	h.log.Warn("shard fenced; dropping it", "shard", sh.id, "epoch", sh.epoch, "err", err)
+// shardLost drops a shard whose fence moved past its epoch, or one of
+// whose writes failed with an outcome the store could not report, and tells
+// placement (OnShardLost) so that the shard is served again under a new
+// epoch.
+func (h *Host) shardLost(sh *shardState, err error) {
+	if errors.Is(err, persistence.ErrFenced) {
+		h.log.Warn("shard fenced; dropping it", "shard", sh.id, "epoch", sh.epoch, "err", err)
+	} else {
+		h.log.Warn("a write of the shard failed; dropping the shard until it is owned under a new epoch",
+			"shard", sh.id, "epoch", sh.epoch, "err", err)
+		err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	h.dropState(sh, err)
 	if h.cfg.OnShardLost != nil {
 		h.cfg.OnShardLost(sh.id, sh.epoch, err)

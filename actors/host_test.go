@@ -108,24 +108,38 @@ func TestOutputGateHoldsRepliesUntilDurable(t *testing.T) {
 	require.EqualValues(t, 42, got.Value)
 }
 
-// A failed save sends no success reply for the lost state; the entity
-// restarts from storage and a retry with the same ID applies once.
-func TestFailedSaveRestartsFromStorage(t *testing.T) {
-	h := newHarness(t, nil)
+// A failed save sends no success reply for the lost state. The store
+// cannot say whether the write landed, so the host gives the whole shard
+// up (a late landing must meet a newer fence); once the shard is owned
+// again under a new epoch, the entity sees only durable state and a retry
+// with the same ID applies once.
+func TestFailedSaveDropsShardUntilNewEpoch(t *testing.T) {
+	var lost atomic.Int64
+	h := newHarness(t, func(c *actors.HostConfig) {
+		c.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
+	})
 	ctx := testCtx(t)
 	_, err := h.add(ctx, "fail", 5, actors.WithRequestID("first"))
 	require.NoError(t, err)
+	shard := actors.ShardOf(ref("fail"), h.cfg.Shards)
 
 	h.store.FailNextSaves(1, nil)
 	_, err = h.add(ctx, "fail", 10, actors.WithRequestID("lost"))
 	require.Error(t, err)
 	require.True(t, actors.Retryable(err), "error %v should be retryable", err)
-	require.ErrorIs(t, err, actors.ErrUnavailable)
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if lost.Load() != 1 {
+			return errPending
+		}
+		return nil
+	})
+	_, err = h.get(ctx, "fail")
+	require.ErrorIs(t, err, actors.ErrNotHere, "the shard waits for a new epoch")
 
+	require.NoError(t, h.host.Own(shard, 2))
 	v, err := h.get(ctx, "fail")
 	require.NoError(t, err)
 	require.EqualValues(t, 5, v, "the next activation must see only durable state")
-
 	got, err := h.add(ctx, "fail", 10, actors.WithRequestID("lost"))
 	require.NoError(t, err)
 	require.EqualValues(t, 15, got.Value)
@@ -134,6 +148,31 @@ func TestFailedSaveRestartsFromStorage(t *testing.T) {
 	require.EqualValues(t, 15, got.Value, "the retry must not apply twice")
 	stored, _ := h.stored("fail")
 	require.EqualValues(t, 15, stored)
+}
+
+// A write that landed although the store reported an unknown outcome is
+// found, with its reply, by the next owner: the retry is not applied again.
+func TestUnknownOutcomeThatLandedAppliesOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "landed", 1, actors.WithRequestID("a"))
+	require.NoError(t, err)
+	shard := actors.ShardOf(ref("landed"), h.cfg.Shards)
+	h.store.LoseNextAcks(1, nil)
+	_, err = h.add(ctx, "landed", 10, actors.WithRequestID("b"))
+	require.True(t, actors.Retryable(err), "error %v should be retryable", err)
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if _, owned := h.host.Owned()[shard]; owned {
+			return errPending
+		}
+		return nil
+	})
+	require.NoError(t, h.host.Own(shard, 2))
+	got, err := h.add(ctx, "landed", 10, actors.WithRequestID("b"))
+	require.NoError(t, err)
+	require.EqualValues(t, 11, got.Value)
+	stored, _ := h.stored("landed")
+	require.EqualValues(t, 11, stored)
 }
 
 // Writes queued behind a failing one fail with it and are never written.
@@ -168,7 +207,16 @@ func TestLaterPendingWritesFailWithEarlierOne(t *testing.T) {
 		}
 	}
 	require.Positive(t, failures)
-	// Whatever succeeded is durable, and nothing else is.
+	// The shard was given up; owned again, whatever succeeded is durable,
+	// and nothing else is.
+	shard := actors.ShardOf(ref("chain"), h.cfg.Shards)
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if _, owned := h.host.Owned()[shard]; owned {
+			return errPending
+		}
+		return nil
+	})
+	require.NoError(t, h.host.Own(shard, 2))
 	v, err := h.get(ctx, "chain")
 	require.NoError(t, err)
 	stored, _ := h.stored("chain")

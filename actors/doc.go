@@ -24,11 +24,15 @@
 //     replies of its most recent requests (HostConfig.DedupWindow) in the
 //     same record as its state; a repeated ID gets the stored reply and runs
 //     nothing.
-//   - Failures. A write rejected by fencing drops the whole shard: its
-//     entities stop and their waiting callers get a retryable error. Any
-//     other store error restarts the entity from storage; its held replies
-//     are dropped with a retryable error, and callers retry with the same
-//     request ID.
+//   - Failures. A write rejected by fencing, or one whose outcome the store
+//     could not report, drops the whole shard: its entities stop, their
+//     waiting callers get a retryable error, and OnShardLost tells
+//     placement to let the shard go, so that it is served again only under
+//     a new epoch (whose fence rejects a write still on its way; restarting
+//     under the same epoch could let such a late write overwrite newer
+//     state). Callers retry with the same request ID. An entity whose own
+//     state cannot be encoded, or whose handler panics, restarts from
+//     storage.
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
 //     the least recently used are passivated first.

@@ -3,7 +3,7 @@ GO        ?= go
 PROTOC    ?= protoc
 PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 
 .PHONY: test test-short vet proto verify-proto bench lint fuzz lab chaos
 

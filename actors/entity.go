@@ -160,7 +160,7 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.outbox = e.outbox[:0]
-	out, herr, panicked := e.runHandler(id, msg)
+	out, panicked, herr := e.runHandler(id, msg)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -197,14 +197,14 @@ func (e *entity) handleInvoke(c *call) {
 }
 
 // runHandler runs the handler, catching a panic.
-func (e *entity) runHandler(id string, msg proto.Message) (out proto.Message, err error, panicked any) {
+func (e *entity) runHandler(id string, msg proto.Message) (out proto.Message, panicked any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = r
 		}
 	}()
 	out, err = e.beh.run(id, msg)
-	return out, err, nil
+	return out, nil, err
 }
 
 func handlerErrorProto(err error) *ordopb.Error {

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net"
 	"strconv"
@@ -71,10 +69,9 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 	mc.AdvertiseAddr = ""
 	mc.Delegate = m
 	mc.Events = m
-	mc.Logger = log.New(io.Discard, "", 0)
-	if logger.Enabled(nil, slog.LevelDebug) {
-		mc.Logger = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
-	}
+	// memberlist's messages go to the node's logger at debug level (its
+	// handler drops them unless debug logging is on).
+	mc.Logger = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	if cfg.GossipFaults != nil {
 		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 			BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,

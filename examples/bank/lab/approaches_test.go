@@ -140,7 +140,7 @@ func TestPGLock(t *testing.T) {
 // (1000 each): transfer A (0→1, 100) pauses for pause after taking its
 // locks and reading; while it is paused, transfer B (1→0, 50) runs. It
 // returns both outcomes and the final balances.
-func pausedHolder(t *testing.T, a lab.Approach, pause time.Duration) (errA, errB error, bal []int64) {
+func pausedHolder(t *testing.T, a lab.Approach, pause time.Duration) (bal []int64, errA, errB error) {
 	t.Helper()
 	ctx := context.Background()
 	if err := a.Setup(ctx, 2, 1000); err != nil {
@@ -169,7 +169,7 @@ func pausedHolder(t *testing.T, a lab.Approach, pause time.Duration) (errA, errB
 		t.Fatal(err)
 	}
 	t.Logf("A: %v; B: %v; balances %v", errA, errB, bal)
-	return errA, errB, bal
+	return bal, errA, errB
 }
 
 // wantLostUpdate requires the unfenced outcome: both acknowledged, and A's
@@ -202,7 +202,7 @@ func TestRedisLockLosesUpdateOfPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	errA, errB, bal := pausedHolder(t, a, time.Second)
+	bal, errA, errB := pausedHolder(t, a, time.Second)
 	wantLostUpdate(t, errA, errB, bal)
 }
 
@@ -213,7 +213,7 @@ func TestZKLockLosesUpdateOfPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	errA, errB, bal := pausedHolder(t, a, 2*time.Second)
+	bal, errA, errB := pausedHolder(t, a, 2*time.Second)
 	wantLostUpdate(t, errA, errB, bal)
 }
 
@@ -226,7 +226,7 @@ func TestEtcdLockFencesPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	errA, errB, bal := pausedHolder(t, a, 4*time.Second)
+	bal, errA, errB := pausedHolder(t, a, 4*time.Second)
 	wantFenced(t, errA, errB, bal)
 }
 
@@ -237,6 +237,6 @@ func TestPGRowFencesPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	errA, errB, bal := pausedHolder(t, a, time.Second)
+	bal, errA, errB := pausedHolder(t, a, time.Second)
 	wantFenced(t, errA, errB, bal)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -90,13 +91,45 @@ func (r *runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.out, "chaos: "+format+"\n", args...)
 }
 
+// Ports handed to child processes come from below the kernel's ephemeral
+// range (32768-60999 by default): a port picked with port 0 and closed can
+// be taken, before the child binds it, as the local port of any outgoing
+// connection on the machine. Ports in [portLow, portHigh) are never used
+// that way; each is checked free (TCP and UDP, for gossip) and handed out
+// once per process.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portsMu sync.Mutex
+	given   = map[int]bool{}
+)
+
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("chaos: find a free port: %w", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for try := 0; try < 1000; try++ {
+		p := portLow + rand.IntN(portHigh-portLow)
+		if given[p] {
+			continue
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		given[p] = true
+		return p, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("chaos: no free port in [%d, %d)", portLow, portHigh)
 }
 
 func freeAddr() (string, error) {

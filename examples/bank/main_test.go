@@ -139,7 +139,14 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 			"--history", hist, "-q"}, common...)...)
 		done <- result{code, out, stderr}
 	}()
-	time.Sleep(1500 * time.Millisecond) // let the load run before the crash
+	// Crash n3 once the load has made it write.
+	deadline := time.Now().Add(30 * time.Second)
+	for cl.Node(2).Host().Stats().Batch.Writes < 20 {
+		if time.Now().After(deadline) {
+			t.Fatal("the load made no writes on n3 within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if raceEnabled {
 		// Frozen for the rest of the run (its lease expires, the others
 		// take over); Close resumes and stops it.

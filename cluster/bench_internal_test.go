@@ -50,8 +50,12 @@ func BenchmarkRemoteVsRaw(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer n.Shutdown(ctx)
-	for len(n.Owned()) < 8 {
-		time.Sleep(10 * time.Millisecond) // benchmark setup: wait for placement
+	deadline := time.Now().Add(30 * time.Second)
+	for len(n.Owned()) < 8 { // poll until placement settles
+		if time.Now().After(deadline) {
+			b.Fatal("the node did not take its shards within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	ccfg := DefaultClientConfig()
 	ccfg.Prefix = cfg.Placement.Prefix

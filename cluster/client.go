@@ -83,7 +83,7 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 	if err = c.table.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
-	if c.tr, err = startTransport(cfg.ListenAddr, cfg.Logger); err != nil {
+	if c.tr, err = startTransport(cfg.ListenAddr, "", cfg.Logger); err != nil {
 		return nil, err
 	}
 	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger}

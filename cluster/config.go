@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
@@ -37,6 +38,15 @@ type Config struct {
 	// GossipAddr is the host:port of the node's memberlist agent (TCP and
 	// UDP). Port 0 picks a free port. Default "127.0.0.1:0".
 	GossipAddr string
+	// AdvertiseRemoteAddr is the host:port other nodes and clients are
+	// told to call, when it is not RemoteAddr: a NAT, a load balancer or a
+	// proxy in front of the node. It must reach RemoteAddr. Default "" (the
+	// bound RemoteAddr).
+	AdvertiseRemoteAddr string
+	// AdvertiseGossipAddr is the IP:port (TCP and UDP) other nodes are
+	// told to gossip with, when it is not GossipAddr. It must reach
+	// GossipAddr. Default "" (the bound GossipAddr).
+	AdvertiseGossipAddr string
 	// Join lists gossip addresses of nodes to join at start. Optional: a
 	// node also joins, and keeps rejoining, every node registered in etcd,
 	// so unreachable seeds only delay gossip (a warning is logged).
@@ -112,6 +122,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("cluster: %s %q: %w", name, a, err)
 		}
 	}
+	for name, a := range map[string]string{"AdvertiseRemoteAddr": c.AdvertiseRemoteAddr, "AdvertiseGossipAddr": c.AdvertiseGossipAddr} {
+		if a == "" {
+			continue
+		}
+		if err := validAdvertised(a, name == "AdvertiseGossipAddr"); err != nil {
+			return fmt.Errorf("cluster: %s %q: %w", name, a, err)
+		}
+	}
 	if c.AdminAddr != "" {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("cluster: AdminAddr %q: %w", c.AdminAddr, err)
@@ -132,6 +150,27 @@ func (c *Config) Validate() error {
 	hc.Shards = int(c.Placement.Shards)
 	if err := hc.Validate(); err != nil {
 		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// validAdvertised checks an advertised address: a host (an IP when ip is
+// set, as memberlist requires) and a port other nodes can dial, so
+// neither may be empty or 0.
+func validAdvertised(a string, ip bool) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if ip && net.ParseIP(host) == nil {
+		return errors.New("host must be an IP address")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return errors.New("port must be in 1..65535")
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func fuzzNode(tb testing.TB) (*Node, *transport) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tr, err := startTransport("127.0.0.1:0", quiet)
+	tr, err := startTransport("127.0.0.1:0", "", quiet)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -26,6 +26,8 @@ type nodeMeta struct {
 type membership struct {
 	ml      *memberlist.Memberlist
 	changed chan struct{} // receives (coalesced) after any membership event
+	bound   string        // the gossip address listened on
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	meta  nodeMeta
@@ -43,6 +45,7 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 		return nil, fmt.Errorf("cluster: gossip address %q: bad port", cfg.GossipAddr)
 	}
 	m := &membership{
+		log:     logger,
 		changed: make(chan struct{}, 1),
 		meta:    meta,
 		alive:   make(map[string]nodeMeta),
@@ -65,29 +68,37 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 	}
 	mc.Name = meta.ID
 	mc.BindAddr = host
-	mc.BindPort = port
-	mc.AdvertiseAddr = ""
 	mc.Delegate = m
 	mc.Events = m
 	// memberlist's messages go to the node's logger at debug level (its
 	// handler drops them unless debug logging is on).
 	mc.Logger = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+	// The transport is built here, not by memberlist, to know the port
+	// bound (memberlist reports the advertised one).
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting gossip on %q: %w", cfg.GossipAddr, err)
+	}
+	mc.BindPort = nt.GetAutoBindPort()
+	m.bound = net.JoinHostPort(host, strconv.Itoa(mc.BindPort))
+	advertised := m.bound
+	if cfg.AdvertiseGossipAddr != "" {
+		// Otherwise memberlist advertises the bound address (a private IP
+		// of the machine when bound to all interfaces).
+		advertised = cfg.AdvertiseGossipAddr
+		ah, ap, _ := net.SplitHostPort(advertised) // checked by Config.Validate
+		mc.AdvertiseAddr = ah
+		mc.AdvertisePort, _ = strconv.Atoi(ap)
+	}
+	mc.Transport = nt
 	if cfg.GossipFaults != nil {
-		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-			BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: gossip transport: %w", err)
-		}
-		if port == 0 {
-			mc.BindPort = nt.GetAutoBindPort()
-		}
-		mc.AdvertisePort = mc.BindPort
-		local := net.JoinHostPort(host, strconv.Itoa(mc.BindPort))
-		mc.Transport = &faultyTransport{NetTransport: nt, faults: cfg.GossipFaults, local: local}
+		mc.Transport = &faultyTransport{NetTransport: nt, faults: cfg.GossipFaults, local: advertised}
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = nt.Shutdown()
 		return nil, fmt.Errorf("cluster: starting gossip on %q: %w", cfg.GossipAddr, err)
 	}
 	m.ml = ml
@@ -101,7 +112,7 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 	return m, nil
 }
 
-// addr returns the gossip address actually bound.
+// addr returns the gossip address other nodes use (the advertised one).
 func (m *membership) addr() string {
 	n := m.ml.LocalNode()
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
@@ -184,8 +195,12 @@ func (m *membership) NotifyJoin(n *memberlist.Node) {
 	meta := decodeMeta(n)
 	m.mu.Lock()
 	m.alive[meta.ID] = meta
+	_, wasDead := m.dead[meta.ID]
 	delete(m.dead, meta.ID)
 	m.mu.Unlock()
+	if wasDead {
+		m.log.Info("gossip: node alive again", "peer", meta.ID, "addr", n.Address())
+	}
 	m.notify()
 }
 
@@ -196,6 +211,7 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 	delete(m.alive, meta.ID)
 	m.dead[meta.ID] = time.Now()
 	m.mu.Unlock()
+	m.log.Info("gossip: node dead or left", "peer", meta.ID, "addr", n.Address())
 	m.notify()
 }
 

@@ -91,7 +91,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		n.ownEtcd = true
 	}
-	if n.tr, err = startTransport(n.cfg.RemoteAddr, n.log); err != nil {
+	if n.tr, err = startTransport(n.cfg.RemoteAddr, n.cfg.AdvertiseRemoteAddr, n.log); err != nil {
 		return err
 	}
 
@@ -294,11 +294,17 @@ func (n *Node) waitIfPaused() {
 // ID returns the node ID.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
-// RemoteAddr returns the address the node accepts calls on.
+// RemoteAddr returns the address other nodes and clients call the node
+// on: Config.AdvertiseRemoteAddr when set, else the bound address.
 func (n *Node) RemoteAddr() string { return n.tr.addr }
 
-// GossipAddr returns the gossip address the node is bound to.
+// GossipAddr returns the gossip address other nodes use:
+// Config.AdvertiseGossipAddr when set, else the bound address.
 func (n *Node) GossipAddr() string { return n.members.addr() }
+
+// ListenAddrs returns the addresses the node's remote and gossip agents
+// are bound to (with port 0 in the Config, the ports picked).
+func (n *Node) ListenAddrs() (remote, gossip string) { return n.tr.bound, n.members.bound }
 
 // AdminAddr returns the admin endpoint's address ("" when disabled).
 func (n *Node) AdminAddr() string {

@@ -30,11 +30,14 @@ type transport struct {
 	closeOnce sync.Once
 	system    *actor.ActorSystem
 	remote    *remote.Remote
-	addr      string
+	addr      string // advertised: what peers call
+	bound     string // listened on
 }
 
 // startTransport listens on addr ("host:port", port 0 for a free one).
-func startTransport(addr string, log *slog.Logger) (t *transport, err error) {
+// advertise, if not "", is the address peers are told to call instead
+// (it must reach addr); the transport's addr is then advertise.
+func startTransport(addr, advertise string, log *slog.Logger) (t *transport, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: remote address %q: %w", addr, err)
@@ -58,7 +61,11 @@ func startTransport(addr string, log *slog.Logger) (t *transport, err error) {
 		actor.WithDeadLetterRequestLogging(false),
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	rc := remote.Configure(host, port)
+	var opts []remote.ConfigOption
+	if advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(advertise))
+	}
+	rc := remote.Configure(host, port, opts...)
 	rc.MaxRetryCount = 3 // ordo retries calls itself
 	r := remote.NewRemote(system, rc)
 	defer func() {
@@ -68,7 +75,7 @@ func startTransport(addr string, log *slog.Logger) (t *transport, err error) {
 		}
 	}()
 	r.Start()
-	return &transport{system: system, remote: r, addr: system.Address()}, nil
+	return &transport{system: system, remote: r, addr: system.Address(), bound: r.ListenAddress()}, nil
 }
 
 // request sends env to the router at addr and waits for the reply, at most

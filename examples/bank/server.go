@@ -147,6 +147,7 @@ func joinURLs(us []url.URL) string {
 func newNodeCmd() *cobra.Command {
 	var (
 		id, remote, gossip, admin string
+		advRemote, advGossip      string
 		etcd, join                []string
 		store, pg, prefix         string
 		leaseTTL                  time.Duration
@@ -164,6 +165,8 @@ func newNodeCmd() *cobra.Command {
 			cfg.EtcdEndpoints = etcd
 			cfg.RemoteAddr = remote
 			cfg.GossipAddr = gossip
+			cfg.AdvertiseRemoteAddr = advRemote
+			cfg.AdvertiseGossipAddr = advGossip
 			cfg.Join = join
 			cfg.AdminAddr = admin
 			cfg.Placement.Prefix = prefix
@@ -246,6 +249,8 @@ func newNodeCmd() *cobra.Command {
 	fs.StringSliceVar(&etcd, "etcd", nil, "etcd client endpoints, comma-separated (required)")
 	fs.StringVar(&remote, "remote", "127.0.0.1:0", "host:port for calls from other nodes and clients")
 	fs.StringVar(&gossip, "gossip", "127.0.0.1:0", "host:port of the gossip agent (TCP and UDP)")
+	fs.StringVar(&advRemote, "advertise-remote", "", "host:port other nodes and clients call instead of --remote (a proxy or NAT in front of it)")
+	fs.StringVar(&advGossip, "advertise-gossip", "", "IP:port other nodes gossip with instead of --gossip (TCP and UDP)")
 	fs.StringSliceVar(&join, "join", nil, "gossip addresses of nodes to join, comma-separated")
 	fs.StringVar(&store, "store", "etcd", "where entity state is kept: etcd or postgres")
 	fs.StringVar(&pg, "pg", "", "PostgreSQL URL for --store postgres")

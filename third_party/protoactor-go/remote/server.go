@@ -23,6 +23,7 @@ type Remote struct {
 	kinds        map[string]*actor.Props
 	activatorPid *actor.PID
 	blocklist    *BlockList
+	listenAddr   string
 }
 
 func NewRemote(actorSystem *actor.ActorSystem, config *Config) *Remote {
@@ -54,6 +55,10 @@ func (r *Remote) ExtensionID() extensions.ExtensionID {
 
 func (r *Remote) BlockList() *BlockList { return r.blocklist }
 
+// ListenAddress is the address the server is bound to once started (the
+// system's Address is the advertised one when that is set).
+func (r *Remote) ListenAddress() string { return r.listenAddr }
+
 // Start the remote server
 func (r *Remote) Start() {
 	// ordo: grpclog.SetLoggerV2 is not safe once gRPC is in use (a data
@@ -64,6 +69,7 @@ func (r *Remote) Start() {
 		panic(fmt.Errorf("failed to listen: %v", err))
 	}
 
+	r.listenAddr = lis.Addr().String()
 	var address string
 	if r.config.AdvertisedHost != "" {
 		address = r.config.AdvertisedHost

@@ -18,11 +18,13 @@
 // (etcdembed.StartProxy), so a partition stalls exactly one node's etcd
 // traffic: its lease keepalives, placement watches and, with the etcd
 // store, its storage writes. With the postgres store each node also reaches
-// PostgreSQL through its own proxy (used by the pause fault). The proxy stalls bytes rather than dropping
-// them, as a real partition does. Node-to-node traffic is not proxied: the
-// nodes advertise the address they listen on (cluster.Config has no
-// advertised-address setting) and memberlist probes over UDP, which a TCP
-// proxy cannot carry. The load, the probe and the checker reach etcd
+// PostgreSQL through its own proxy (used by the pause fault). In front of
+// each node's own remote port (TCP) and gossip port (TCP and UDP) is one
+// more proxy each (internal/netproxy); the node advertises them
+// (--advertise-remote, --advertise-gossip), so every other node and every
+// client reaches it only through them. TCP proxies stall bytes rather than
+// dropping them, as a real partition does; the gossip proxy drops UDP
+// datagrams while cut. The load, the probe and the checker reach etcd
 // directly.
 //
 // # Faults
@@ -40,7 +42,16 @@
 //     lease expires and another node takes its shards over at a higher
 //     epoch; after the pause those writes reach the store under the old
 //     epoch and are rejected by fencing;
-//   - partition: stall the node's etcd proxies for its lease TTL + 1–3 s;
+//   - partition: for its lease TTL + 1–3 s, cut the node (half the
+//     time each, from the seed) either from etcd (its etcd proxies stall:
+//     its lease expires, another node takes its shards, and its writes in
+//     flight meet fencing) or from the other nodes and the clients (the
+//     proxies in front of its remote and gossip ports stall; replies and
+//     gossip acks travel to the advertised, cut, address, so it is cut
+//     both ways). Cut from the nodes but not from etcd, the node keeps
+//     renewing its lease: gossip declares it dead, but a lease is revoked
+//     only when its holder missed renewals, so its shards stay with it,
+//     unreachable until the heal;
 //   - etcd: SIGKILL an etcd member (half the time whichever leads) and
 //     restart it after 2–4 s;
 //   - postgres: run `pg_ctlcluster 15 main restart` (--store postgres).

@@ -48,9 +48,11 @@ func flagValue(args []string, name string) string {
 
 // fakeNode stands in for `bank node`: it serves an admin endpoint whose
 // status always holds shards 0-3 with a valid lease and whose /metrics
-// report CHAOS_FENCED fenced writes, until SIGTERM.
+// report CHAOS_FENCED fenced writes, until SIGTERM. Its --remote port
+// serves the same.
 func fakeNode(args []string) int {
 	id, admin := flagValue(args, "--id"), flagValue(args, "--admin")
+	remote := flagValue(args, "--remote")
 	fenced := os.Getenv("CHAOS_FENCED")
 	fmt.Printf("fake node %s args %q\n", id, args)
 	mux := http.NewServeMux()
@@ -61,6 +63,13 @@ func fakeNode(args []string) int {
 		fmt.Fprintf(w, "# HELP ordo_fenced_writes_total Records rejected by storage fencing.\n# TYPE ordo_fenced_writes_total counter\nordo_fenced_writes_total %s\nordo_fenced_writes_total_other 99\n", fenced)
 	})
 	srv := &http.Server{Addr: admin, Handler: mux, ReadHeaderTimeout: time.Second}
+	go func() {
+		rs := &http.Server{Addr: remote, Handler: mux, ReadHeaderTimeout: time.Second}
+		if err := rs.ListenAndServe(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	go func() {

@@ -254,11 +254,23 @@ func (r *runner) startFault(ctx context.Context, f Fault, fr *FaultReport) (heal
 		}, nil
 	case KindPartition:
 		n := r.nodes[f.Node]
-		for _, p := range n.proxies {
+		var cut []cutter
+		switch f.Cut {
+		case CutEtcd:
+			for _, p := range n.proxies {
+				cut = append(cut, p)
+			}
+		case CutNodes:
+			cut = n.peerProxies()
+		default:
+			return nil, fmt.Errorf("chaos: partition from %q: want %q or %q", f.Cut, CutEtcd, CutNodes)
+		}
+		fr.Target = n.name + " from " + f.Cut
+		for _, p := range cut {
 			p.Partition()
 		}
 		return func() error {
-			for _, p := range n.proxies {
+			for _, p := range cut {
 				p.Heal()
 			}
 			return nil

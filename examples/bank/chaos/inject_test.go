@@ -109,7 +109,12 @@ func fakeCluster(t *testing.T, nodes int) (*runner, *httptest.Server) {
 
 // throughProxy GETs the fake etcd through node i's proxy.
 func throughProxy(ctx context.Context, r *runner, i int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.nodes[i].proxies[0].Endpoint(), nil)
+	return get(ctx, r.nodes[i].proxies[0].Endpoint())
+}
+
+// get GETs url on a fresh connection and reads the body.
+func get(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
@@ -128,7 +133,9 @@ func TestInjectOnFakeNodes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	n0, n1 := r.nodes[0], r.nodes[1]
 	args := strings.Join(r.nodeArgs(1, r.nodes), " ")
-	if !strings.HasSuffix(args, "--join "+n0.gossip) ||
+	if !strings.HasSuffix(args, "--join "+n0.gossipProxy.Addr()) ||
+		!strings.Contains(args, "--remote "+n1.remote+" --advertise-remote "+n1.remoteProxy.Addr()) ||
+		!strings.Contains(args, "--gossip "+n1.gossip+" --advertise-gossip "+n1.gossipProxy.Addr()) ||
 		!strings.Contains(args, "--etcd "+n1.proxies[0].Endpoint()) || !strings.Contains(args, "--admin "+n1.admin) {
 		t.Fatalf("node args %s", args)
 	}
@@ -186,12 +193,39 @@ func TestInjectOnFakeNodes(t *testing.T) {
 	if err := read(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	fr = r.inject(ctx, Fault{Index: 2, Kind: KindPartition, Node: 0, Member: -2, Hold: 1500 * time.Millisecond}, read, rng)
-	if fr.Error != "" || !fr.Recovered || fr.FailedProbes == 0 || fr.RecoveryMS < 1500 {
+	fr = r.inject(ctx, Fault{Index: 2, Kind: KindPartition, Cut: CutEtcd, Node: 0, Member: -2, Hold: 1500 * time.Millisecond}, read, rng)
+	if fr.Error != "" || !fr.Recovered || fr.FailedProbes == 0 || fr.RecoveryMS < 1500 || fr.Target != "n1 from etcd" {
 		t.Fatalf("partition %+v", fr)
 	}
 	if err := throughProxy(ctx, r, 1); err != nil {
 		t.Fatalf("the other node's proxy: %v", err)
+	}
+
+	// partition from the nodes: the node's advertised remote port stalls,
+	// its etcd proxy does not.
+	var etcdCut atomic.Bool
+	read = func(ctx context.Context, a string) error {
+		if err := throughProxy(ctx, r, 0); err != nil {
+			etcdCut.Store(true)
+		}
+		return get(ctx, "http://"+n0.remoteProxy.Addr()+"/status")
+	}
+	if err := read(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	fr = r.inject(ctx, Fault{Index: 2, Kind: KindPartition, Cut: CutNodes, Node: 0, Member: -2, Hold: 1500 * time.Millisecond}, read, rng)
+	if fr.Error != "" || !fr.Recovered || fr.FailedProbes == 0 || fr.RecoveryMS < 1500 || fr.Target != "n1 from nodes" {
+		t.Fatalf("partition from nodes %+v", fr)
+	}
+	if etcdCut.Load() {
+		t.Fatal("a partition from the nodes cut etcd too")
+	}
+	if st := n0.gossipProxy.Stats(); st.Conns != 0 || st.Datagrams != 0 {
+		t.Fatalf("gossip proxy carried traffic to a fake node: %+v", st)
+	}
+	fr = r.inject(ctx, Fault{Index: 2, Kind: KindPartition, Cut: "disk", Node: 0, Member: -2, Hold: time.Millisecond}, read, rng)
+	if fr.Error == "" {
+		t.Fatalf("partition from a disk: %+v", fr)
 	}
 
 	// A fault on a node that is down is reported, not injected.

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/netproxy"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,17 +32,35 @@ type member struct {
 	proc      *proc
 }
 
-// node is one `bank node` process and the proxies between it and etcd.
+// cutter is a proxy a fault can stall and heal.
+type cutter interface {
+	Partition()
+	Heal()
+}
+
+// node is one `bank node` process and the proxies around it.
 type node struct {
-	name    string
-	remote  string
-	gossip  string
-	admin   string
-	proxies []*etcdembed.Proxy // one per etcd member, in member order
+	name   string
+	remote string // bound
+	gossip string // bound
+	admin  string
+	// proxies are between the node and etcd: one per etcd member, in
+	// member order.
+	proxies []*etcdembed.Proxy
 	// storeProxy is in front of PostgreSQL (postgres store only; with the
 	// etcd store the store traffic goes through proxies).
-	storeProxy *tcpProxy
-	proc       *proc
+	storeProxy *netproxy.Proxy
+	// remoteProxy and gossipProxy are in front of the node's own remote
+	// (TCP) and gossip (TCP and UDP) ports; the node advertises them, so
+	// every other node and client reaches it through them.
+	remoteProxy, gossipProxy *netproxy.Proxy
+	proc                     *proc
+}
+
+// peerProxies are the proxies that carry the traffic of other nodes and
+// clients to the node.
+func (n *node) peerProxies() []cutter {
+	return []cutter{n.remoteProxy, n.gossipProxy}
 }
 
 // storeProxies are the proxies that carry the node's store traffic.
@@ -58,12 +77,17 @@ func (n *node) storeProxies() []cutter {
 
 // allProxies are every proxy of the node.
 func (n *node) allProxies() []cutter {
-	out := make([]cutter, 0, len(n.proxies)+1)
+	out := make([]cutter, 0, len(n.proxies)+3)
 	for _, p := range n.proxies {
 		out = append(out, p)
 	}
 	if n.storeProxy != nil {
 		out = append(out, n.storeProxy)
+	}
+	for _, p := range []*netproxy.Proxy{n.remoteProxy, n.gossipProxy} {
+		if p != nil {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -229,9 +253,15 @@ func (r *runner) startNodes(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("chaos: --pg: %w", err)
 			}
-			if n.storeProxy, err = startTCPProxy(u.Host); err != nil {
+			if n.storeProxy, err = netproxy.Listen(u.Host, netproxy.Options{}); err != nil {
 				return err
 			}
+		}
+		if n.remoteProxy, err = netproxy.Listen(n.remote, netproxy.Options{}); err != nil {
+			return err
+		}
+		if n.gossipProxy, err = netproxy.Listen(n.gossip, netproxy.Options{UDP: true}); err != nil {
+			return err
 		}
 		n.proc = newProc(n.name, r.cfg.Bank, filepath.Join(r.dir, n.name+".log"), nil)
 		r.nodes = append(r.nodes, n)
@@ -254,12 +284,14 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 	for j, p := range n.proxies {
 		eps[j] = p.Endpoint()
 	}
-	args := []string{"node", "--id", n.name, "--etcd", strings.Join(eps, ","), "--remote", n.remote,
-		"--gossip", n.gossip, "--admin", n.admin, "--store", r.cfg.Store, "--lease-ttl", r.cfg.LeaseTTL.String()}
+	args := []string{"node", "--id", n.name, "--etcd", strings.Join(eps, ","),
+		"--remote", n.remote, "--advertise-remote", n.remoteProxy.Addr(),
+		"--gossip", n.gossip, "--advertise-gossip", n.gossipProxy.Addr(),
+		"--admin", n.admin, "--store", r.cfg.Store, "--lease-ttl", r.cfg.LeaseTTL.String()}
 	var join []string
 	for _, p := range peers {
 		if p != n {
-			join = append(join, p.gossip)
+			join = append(join, p.gossipProxy.Addr())
 		}
 	}
 	if len(join) > 0 {
@@ -442,8 +474,10 @@ func (r *runner) teardown() {
 			for _, p := range n.proxies {
 				_ = p.Close()
 			}
-			if n.storeProxy != nil {
-				_ = n.storeProxy.Close()
+			for _, p := range []*netproxy.Proxy{n.storeProxy, n.remoteProxy, n.gossipProxy} {
+				if p != nil {
+					_ = p.Close()
+				}
 			}
 		}
 		close(done)
@@ -530,7 +564,7 @@ func (r *runner) holders(ctx context.Context, shards []uint32) map[uint32][]stri
 }
 
 // proxiedURL is pgURL with its host:port replaced by the proxy's.
-func proxiedURL(pgURL string, p *tcpProxy) string {
+func proxiedURL(pgURL string, p *netproxy.Proxy) string {
 	u, err := url.Parse(pgURL)
 	if err != nil || p == nil {
 		return pgURL

@@ -18,8 +18,10 @@ const (
 	// KindPause sends SIGSTOP to a node and SIGCONT after Hold, which is
 	// longer than the lease TTL.
 	KindPause Kind = "pause"
-	// KindPartition stalls every proxied connection between a node and
-	// etcd for Hold.
+	// KindPartition cuts a node, for Hold, either from etcd (every
+	// proxied connection between the node and the etcd members stalls) or
+	// from the other nodes and the clients (the proxies in front of its
+	// remote and gossip ports stall TCP and drop UDP), as Fault.Cut says.
 	KindPartition Kind = "partition"
 	// KindEtcd kills an etcd member (the leader, or one chosen by the seed)
 	// and restarts it after Hold.
@@ -78,6 +80,9 @@ type Fault struct {
 	// Member is the target etcd member's index (etcd), -1 for whichever
 	// member leads when the fault starts, or -2 when not applicable.
 	Member int `json:"member"`
+	// Cut is what a partition cuts the node from: CutEtcd or CutNodes.
+	// Empty for other kinds.
+	Cut string `json:"cut,omitempty"`
 	// At is when the fault starts.
 	At time.Duration `json:"at_ns"`
 	// Hold is how long the fault lasts before it is healed (the node
@@ -85,6 +90,17 @@ type Fault struct {
 	// For postgres it is 0: the restart command itself is the fault.
 	Hold time.Duration `json:"hold_ns"`
 }
+
+// What a partition cuts a node from.
+const (
+	// CutEtcd stalls the node's connections to every etcd member (and,
+	// with the etcd store, its store traffic). It keeps its peers.
+	CutEtcd = "etcd"
+	// CutNodes cuts the node from every other node and client, in both
+	// directions (replies and gossip acks go to the advertised, cut,
+	// address). It keeps etcd and its store, so its lease renews.
+	CutNodes = "nodes"
+)
 
 // Target names the fault's target for reports.
 func (f Fault) Target(nodeName func(int) string, memberName func(int) string) string {
@@ -103,6 +119,8 @@ func (f Fault) Target(nodeName func(int) string, memberName func(int) string) st
 func (f Fault) String() string {
 	who := ""
 	switch {
+	case f.Cut != "":
+		who = fmt.Sprintf(" node %d from %s", f.Node, f.Cut)
 	case f.Node >= 0:
 		who = fmt.Sprintf(" node %d", f.Node)
 	case f.Member == -1:
@@ -178,6 +196,10 @@ func Plan(seed uint64, pc PlanConfig) []Fault {
 			f.Hold = pc.LeaseTTL + dur(2500*time.Millisecond, 4*time.Second)
 		case KindPartition:
 			f.Node = rng.IntN(pc.Nodes)
+			f.Cut = CutEtcd
+			if rng.IntN(2) == 0 {
+				f.Cut = CutNodes
+			}
 			f.Hold = pc.LeaseTTL + dur(time.Second, 3*time.Second)
 		case KindEtcd:
 			// Half the etcd faults hit the leader, whoever it is then.

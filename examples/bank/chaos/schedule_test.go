@@ -31,6 +31,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 
 func TestPlanShape(t *testing.T) {
 	pc := testPlanConfig()
+	cuts := map[string]int{}
 	for seed := uint64(0); seed < 200; seed++ {
 		faults := Plan(seed, pc)
 		if len(faults) < len(pc.Kinds) {
@@ -66,6 +67,12 @@ func TestPlanShape(t *testing.T) {
 			if f.Kind == KindPartition && f.Hold <= pc.LeaseTTL {
 				t.Fatalf("seed %d: partition %v does not outlast the lease TTL", seed, f.Hold)
 			}
+			if f.Kind == KindPartition {
+				cuts[f.Cut]++
+			}
+			if (f.Kind == KindPartition) != (f.Cut == CutEtcd || f.Cut == CutNodes) {
+				t.Fatalf("seed %d: %v cuts %q", seed, f, f.Cut)
+			}
 		}
 		// The first len(Kinds) faults are a permutation of the kinds.
 		for _, k := range pc.Kinds {
@@ -73,6 +80,10 @@ func TestPlanShape(t *testing.T) {
 				t.Fatalf("seed %d: no %s fault in %v", seed, k, faults)
 			}
 		}
+	}
+	// Partitions cut from etcd and from the nodes, about as often.
+	if cuts[CutEtcd] < 50 || cuts[CutNodes] < 50 {
+		t.Fatalf("partitions over 200 seeds: %v", cuts)
 	}
 }
 

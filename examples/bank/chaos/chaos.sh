@@ -67,18 +67,7 @@ run() {
 	if [ "$store" = postgres ]; then
 		args+=(--pg "$PG_URL" --pg-restart "pg_ctlcluster 15 $PG_CLUSTER restart")
 	fi
-	if "$OUT/bank" chaos --help 2>&1 | grep -q -- -etcd-members; then
-		"$OUT/bank" chaos "${args[@]}"
-	else
-		# The bank command has no chaos subcommand yet: drive the package
-		# through its real-run test.
-		[ -x "$OUT/chaos.test" ] || go test -c -o "$OUT/chaos.test" ./examples/bank/chaos
-		(cd examples/bank/chaos && ORDO_CHAOS="$store" ORDO_CHAOS_BANK="$OUT/bank" ORDO_CHAOS_SEED="$seed" \
-			ORDO_CHAOS_DURATION="$DURATION" ORDO_CHAOS_FAULTS="$FAULTS" ORDO_CHAOS_DIR="$dir" \
-			ORDO_PG_URL="$PG_URL" ORDO_CHAOS_PG_RESTART="pg_ctlcluster 15 $PG_CLUSTER restart" \
-			"$OUT/chaos.test" -test.run '^TestRealRun$' -test.v -test.timeout 10m) &&
-			cp "$dir/report.json" "$OUT/$store-$seed.json"
-	fi
+	"$OUT/bank" chaos "${args[@]}"
 }
 
 failed=()

@@ -33,8 +33,9 @@ var ErrViolation = errors.New("chaos: run failed")
 // proxied documents which connections the run can cut.
 const proxied = "each node's etcd client connections (placement and, with the etcd store, storage) go through " +
 	"one TCP proxy per node and etcd member, and with the postgres store its PostgreSQL connections through one " +
-	"more; node-to-node traffic (protoactor remote, memberlist gossip) and " +
-	"client traffic are not proxied, so partitions cut a node from etcd only"
+	"more; every other node and client reaches a node through the proxies in front of its remote port (TCP) " +
+	"and gossip port (TCP and UDP), whose addresses it advertises; a partition cuts a node from etcd or from " +
+	"its peers and clients (fault.cut)"
 
 func nopZap() *zap.Logger { return zap.NewNop() }
 

@@ -149,15 +149,9 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if raceEnabled {
-		// Frozen for the rest of the run (its lease expires, the others
-		// take over); Close resumes and stops it.
-		cl.Node(2).Pause()
-	} else {
-		cl.Kill(2)
-		if err := cl.Restart(ctx, 2); err != nil {
-			t.Fatal(err)
-		}
+	cl.Kill(2)
+	if err := cl.Restart(ctx, 2); err != nil {
+		t.Fatal(err)
 	}
 	r := <-done
 	if r.code != exitOK {

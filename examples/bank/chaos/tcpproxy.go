@@ -16,10 +16,10 @@ type cutter interface {
 
 // tcpProxy forwards TCP connections to a target, for stores that are not
 // etcd (the etcd proxies are etcdembed's). Like those, Partition stalls
-// bytes in both directions rather than dropping them. Unlike them, a
-// connection whose target cannot be dialed (the server is restarting) is
-// closed at once, as a refused connection would be, instead of being left
-// open and silent. Safe for concurrent use.
+// bytes in both directions rather than dropping them, and a connection
+// whose target cannot be dialed (the server is restarting) is closed at
+// once, as a refused connection would be, instead of being left open and
+// silent. Safe for concurrent use.
 type tcpProxy struct {
 	ln     net.Listener
 	target string

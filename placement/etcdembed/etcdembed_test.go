@@ -172,3 +172,35 @@ func TestProxyToDeadTargetRefuses(t *testing.T) {
 		t.Fatalf("read from a proxied connection to a dead target: %v, want it closed", err)
 	}
 }
+
+func TestClusterCrashRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := etcdembed.StartCluster(ctx, etcdembed.ClusterConfig{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop(), TickMs: 50, ElectionMs: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c := client(t, cl.Endpoints()...)
+	var leader int
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if leader = cl.Leader(); leader < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	cl.Crash(leader)
+	if cl.Running(leader) {
+		t.Fatal("crashed member still running")
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if l := cl.Leader(); l < 0 || l == leader {
+			return fmt.Errorf("leader %d", l)
+		}
+		return put(c, time.Second)
+	})
+	if err := cl.Restart(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
+}

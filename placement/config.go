@@ -170,6 +170,15 @@ func (c *Config) keepAliveInterval() time.Duration {
 	return c.LeaseTTL / 3
 }
 
+// sessionRequestTimeout bounds each etcd request made to replace a lost
+// session (grant, register, revoke of the ended lease): the shorter of
+// RequestTimeout and the keepalive interval, the bound a keepalive already
+// has. etcd never answers a proposal it lost (one a follower forwarded to
+// a leader that just died); retrying soon reaches the new leader.
+func (c *Config) sessionRequestTimeout() time.Duration {
+	return min(c.RequestTimeout, c.keepAliveInterval())
+}
+
 func (c *Config) logger() *slog.Logger {
 	if c.Logger != nil {
 		return c.Logger

@@ -22,9 +22,12 @@
 // counts the TTL from when it received the renewal, which is later than the
 // send time), given clock rates that agree within the margin. When the
 // deadline passes or etcd reports the lease gone, the node calls Host.Lost
-// with every shard it held, at once, then revokes the old lease (if it still
-// exists), grants a new one and registers again: it never continues under
-// the old identity.
+// with every shard it held, at once. It then grants a new lease and
+// registers again, taking its registry entry over from the old lease,
+// while it revokes the old lease in the background (each attempt bounded by
+// the keepalive interval and retried: etcd never answers a request it lost
+// to a leader that just died), which frees the old shard locks to be taken
+// again under new epochs. It never continues under the old identity.
 //
 // # Locks and epochs
 //

@@ -115,38 +115,52 @@ func EnsureShardCount(ctx context.Context, client *clientv3.Client, keys Keys, s
 }
 
 // Register writes info to P/nodes/<info.ID> bound to lease, unless the key
-// exists under another lease (ErrNodeIDInUse).
-func Register(ctx context.Context, client *clientv3.Client, keys Keys, info NodeInfo, lease clientv3.LeaseID) error {
+// exists under another lease (ErrNodeIDInUse). prev, when not 0, is the
+// lease of this node's own previous session: an entry still bound to it is
+// moved to lease (atomically, only if still bound to prev), so a node
+// re-registers without waiting for its ended lease to be revoked or to
+// expire. Revoking prev afterwards no longer deletes the entry.
+func Register(ctx context.Context, client *clientv3.Client, keys Keys, info NodeInfo, lease, prev clientv3.LeaseID) error {
 	info.Lease = int64(lease)
 	val, err := json.Marshal(info)
 	if err != nil {
 		return fmt.Errorf("placement: encode node info: %w", err)
 	}
 	key := keys.Node(info.ID)
-	resp, err := client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(key)).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("placement: register %s: %w", key, err)
-	}
-	if resp.Succeeded {
-		return nil
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) > 0 && clientv3.LeaseID(kvs[0].Lease) == lease {
-		_, err := client.Put(ctx, key, string(val), clientv3.WithLease(lease))
+	// A few rounds: the entry can vanish (prev revoked or expired) between
+	// the create attempt and the move.
+	for range 3 {
+		resp, err := client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(key)).
+			Commit()
 		if err != nil {
 			return fmt.Errorf("placement: register %s: %w", key, err)
 		}
-		return nil
+		if resp.Succeeded {
+			return nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			continue
+		}
+		held := clientv3.LeaseID(kvs[0].Lease)
+		if held != lease && (prev == 0 || held != prev) {
+			return fmt.Errorf("%w: %s is bound to lease %x (it frees when that lease expires)", ErrNodeIDInUse, key, int64(held))
+		}
+		resp, err = client.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(key), "=", held)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("placement: register %s: %w", key, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
 	}
-	var held int64
-	if len(kvs) > 0 {
-		held = kvs[0].Lease
-	}
-	return fmt.Errorf("%w: %s is bound to lease %x (it frees when that lease expires)", ErrNodeIDInUse, key, held)
+	return fmt.Errorf("placement: register %s: the entry kept changing", key)
 }
 
 // Acquire takes the lock of shard for nodeID under lease:

@@ -70,7 +70,7 @@ type Node struct {
 	sess       *Session
 	sessCtx    context.Context
 	sessCancel context.CancelFunc
-	oldLease   clientv3.LeaseID
+	oldLease   clientv3.LeaseID // the last ended session's lease, until revoked
 	owned      map[uint32]int64
 	acquiring  map[uint32]bool
 	releasing  map[uint32]bool
@@ -155,7 +155,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := EnsureShardCount(ctx, n.client, n.keys, n.cfg.Shards); err != nil {
 		return err
 	}
-	if err := n.openSession(ctx); err != nil {
+	if err := n.openSession(ctx, n.cfg.RequestTimeout); err != nil {
 		return err
 	}
 	if err := n.table.start(ctx, loopCtx); err != nil {
@@ -240,11 +240,12 @@ func (n *Node) shutdown(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RequestTimeout)
 	if s != nil {
 		err = s.Revoke(rctx)
-	} else if old != 0 {
-		// The last session ended without a successor: its lease may still
-		// be alive in etcd if only the local deadline passed.
+	}
+	if old != 0 {
+		// The last session ended and its lease is not revoked yet: it may
+		// still be alive in etcd if only the local deadline passed.
 		if _, rerr := n.client.Revoke(rctx, old); rerr != nil && !isLeaseNotFound(rerr) {
-			err = fmt.Errorf("placement: revoke lease %x: %w", int64(old), rerr)
+			err = errors.Join(err, fmt.Errorf("placement: revoke lease %x: %w", int64(old), rerr))
 		}
 	}
 	cancel()
@@ -411,45 +412,84 @@ func (n *Node) poke() {
 	}
 }
 
-// openSession revokes the previous lease (best effort), grants a new one,
-// registers the node under it and starts the session's watcher.
-func (n *Node) openSession(ctx context.Context) error {
+// openSession grants a new lease, registers the node under it (taking the
+// registry entry over from the previous session's lease, which may not be
+// revoked yet) and starts the session's watcher. Each etcd request is
+// bounded by timeout. It does not wait for the previous lease's revocation
+// (see revokeEnded): a request etcd loses, as it does a proposal forwarded
+// to a leader that just died, must not hold up the new session.
+func (n *Node) openSession(ctx context.Context, timeout time.Duration) error {
 	n.mu.Lock()
-	old := n.oldLease
+	prev := n.oldLease
 	n.mu.Unlock()
-	if old != 0 {
-		// The old lease may still be alive in etcd if only our deadline
-		// passed: revoke it so its keys free now and the registry entry can
-		// be taken under the new lease.
-		rctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-		_, err := n.client.Revoke(rctx, old)
-		cancel()
-		if err != nil && !isLeaseNotFound(err) {
-			return fmt.Errorf("placement: revoke previous lease %x: %w", int64(old), err)
-		}
-	}
-	s, err := NewSession(ctx, n.client, n.cfg.LeaseTTL, n.cfg.ValidityMargin, n.cfg.keepAliveInterval(), &n.suspend)
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	s, err := NewSession(gctx, n.client, n.cfg.LeaseTTL, n.cfg.ValidityMargin, n.cfg.keepAliveInterval(), &n.suspend)
+	cancel()
 	if err != nil {
 		return err
 	}
 	info := NodeInfo{ID: n.cfg.NodeID, RemoteAddr: n.cfg.RemoteAddr, GossipAddr: n.cfg.GossipAddr}
-	rctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-	err = Register(rctx, n.client, n.keys, info, s.ID())
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	err = Register(rctx, n.client, n.keys, info, s.ID(), prev)
 	cancel()
 	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RequestTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		_ = s.Revoke(rctx)
 		cancel()
 		return err
 	}
 	sctx, scancel := context.WithCancel(n.life)
 	n.mu.Lock()
-	n.sess, n.sessCtx, n.sessCancel, n.oldLease = s, sctx, scancel, 0
+	n.sess, n.sessCtx, n.sessCancel = s, sctx, scancel
 	n.mu.Unlock()
 	n.log.Info("placement: session opened", "lease", fmt.Sprintf("%x", int64(s.ID())), "ttl", s.TTL())
 	n.wg.Add(1)
 	go n.watchSession(s, sctx)
 	return nil
+}
+
+// revokeEnded revokes the lease of a session that ended, so that the keys
+// still bound to it (shard locks; the registry entry unless a new session
+// took it over) free at once instead of when etcd expires the lease. The
+// lease may still be alive in etcd if only the local deadline passed.
+//
+// Each attempt is bounded by the session request timeout and retried
+// with backoff until etcd reports the lease gone or the node stops: a
+// revoke proposed just as the etcd leader dies is lost and never answered,
+// and waiting the full RequestTimeout for it would keep the shards locked
+// long after a new leader could have freed them. While keepalives are
+// suspended (a paused process) it sends nothing.
+func (n *Node) revokeEnded(lease clientv3.LeaseID) {
+	defer n.wg.Done()
+	timeout := n.cfg.sessionRequestTimeout()
+	backoff := n.cfg.RetryBackoff
+	for {
+		if !n.suspend.Load() {
+			rctx, cancel := context.WithTimeout(n.life, timeout)
+			_, err := n.client.Revoke(rctx, lease)
+			cancel()
+			if err == nil || isLeaseNotFound(err) {
+				n.mu.Lock()
+				if n.oldLease == lease {
+					n.oldLease = 0
+				}
+				n.mu.Unlock()
+				n.poke()
+				return
+			}
+			if n.life.Err() != nil {
+				return
+			}
+			n.log.Debug("placement: revoke of an ended session's lease failed; retrying",
+				"lease", fmt.Sprintf("%x", int64(lease)), "err", err, "retry_in", backoff)
+		}
+		select {
+		case <-n.life.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, timeout)
+	}
 }
 
 // watchSession drops every shard at once when s ends.
@@ -481,6 +521,8 @@ func (n *Node) watchSession(s *Session, sctx context.Context) {
 	n.log.Warn("placement: session ended; dropping all shards", "err", s.Err(), "shards", len(shards))
 	n.host.Lost(shards)
 	n.cbMu.Unlock()
+	n.wg.Add(1)
+	go n.revokeEnded(s.ID())
 	n.poke()
 }
 
@@ -507,9 +549,7 @@ func (n *Node) loop(ctx context.Context) {
 			if n.suspend.Load() || time.Now().Before(retryAt) {
 				continue
 			}
-			octx, cancel := context.WithTimeout(ctx, 2*n.cfg.RequestTimeout)
-			err := n.openSession(octx)
-			cancel()
+			err := n.openSession(ctx, n.cfg.sessionRequestTimeout())
 			if err != nil {
 				n.log.Warn("placement: cannot open a new session", "err", err, "retry_in", backoff)
 				retryAt = time.Now().Add(backoff)
@@ -622,8 +662,8 @@ func (n *Node) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 }
 
 // adopt records a freshly acquired lock and tells the host, unless the
-// session ended meanwhile (the key then dies with the old lease, which the
-// next session revokes).
+// session ended meanwhile (the key then dies with the old lease, which
+// revokeEnded revokes).
 func (n *Node) adopt(s *Session, shard uint32, epoch int64) {
 	n.cbMu.Lock()
 	defer n.cbMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,8 @@ const (
 	DefaultMaxTxnOps = 128
 	// DefaultMaxRequestBytes is etcd's default --max-request-bytes.
 	DefaultMaxRequestBytes = 1536 * 1024
+	// DefaultRequestTimeout is the default Config.RequestTimeout.
+	DefaultRequestTimeout = 2 * time.Second
 )
 
 // Size accounting. etcd measures a transaction by its encoded size; the
@@ -51,12 +54,22 @@ type Config struct {
 	// etcd's own default. A record needs about its data size plus its key
 	// size plus a few hundred bytes.
 	MaxRequestBytes int
+	// RequestTimeout bounds each etcd request the store makes, below the
+	// caller's ctx. etcd never answers a write a follower forwarded to a
+	// leader that just died: the request waits for the server's own
+	// timeout (5s plus two election timeouts), and a Save that waits
+	// holds up every call of its shards. Past this bound the Save reports
+	// ErrOutcomeUnknown, and the shard is taken again under a new epoch,
+	// which fences the lost write should it ever apply. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults, suitable for an etcd with default
 // limits.
 func DefaultConfig() Config {
-	return Config{Prefix: DefaultPrefix, MaxTxnOps: DefaultMaxTxnOps, MaxRequestBytes: DefaultMaxRequestBytes}
+	return Config{Prefix: DefaultPrefix, MaxTxnOps: DefaultMaxTxnOps, MaxRequestBytes: DefaultMaxRequestBytes,
+		RequestTimeout: DefaultRequestTimeout}
 }
 
 // Validate reports whether c, with defaults applied, is usable.
@@ -67,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("etcdstore: MaxTxnOps %d is below 2", c.MaxTxnOps)
 	case c.MaxRequestBytes < 2*txnOverhead:
 		return fmt.Errorf("etcdstore: MaxRequestBytes %d is below %d", c.MaxRequestBytes, 2*txnOverhead)
+	case c.RequestTimeout < 0:
+		return fmt.Errorf("etcdstore: RequestTimeout %v is negative", c.RequestTimeout)
 	case strings.ContainsRune(c.Prefix, 0):
 		return errors.New("etcdstore: Prefix contains a NUL byte")
 	}
@@ -83,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = d.MaxRequestBytes
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = d.RequestTimeout
 	}
 	return c
 }
@@ -119,7 +137,9 @@ func (s *Store) Fence(ctx context.Context, shard uint32, epoch int64) error {
 		return persistence.ErrClosed
 	}
 	key := fenceKey(s.cfg.Prefix, shard)
-	resp, err := s.cli.Get(ctx, key)
+	rctx, cancel := s.request(ctx)
+	resp, err := s.cli.Get(rctx, key)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("etcdstore: fence shard %d: %w", shard, err)
 	}
@@ -138,11 +158,13 @@ func (s *Store) Fence(ctx context.Context, shard uint32, epoch int64) error {
 		case have == epoch:
 			return nil
 		}
-		tr, err := s.cli.Txn(ctx).
+		rctx, cancel := s.request(ctx)
+		tr, err := s.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 			Then(clientv3.OpPut(key, formatFence(epoch))).
 			Else(clientv3.OpGet(key)).
 			Commit()
+		cancel()
 		if err != nil {
 			return fmt.Errorf("etcdstore: fence shard %d: %w", shard, err)
 		}
@@ -161,7 +183,9 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 	if s.closed.Load() {
 		return persistence.Record{}, persistence.ErrClosed
 	}
-	resp, err := s.cli.Get(ctx, entityKey(s.cfg.Prefix, kind, id))
+	rctx, cancel := s.request(ctx)
+	resp, err := s.cli.Get(rctx, entityKey(s.cfg.Prefix, kind, id))
+	cancel()
 	if err != nil {
 		return persistence.Record{}, fmt.Errorf("etcdstore: load %s/%s: %w", kind, id, err)
 	}
@@ -300,7 +324,9 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 				puts = append(puts, clientv3.OpPut(g.keys[i], g.vals[i]))
 			}
 		}
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		rctx, cancel := s.request(ctx)
+		resp, err := s.cli.Txn(rctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		cancel()
 		if err != nil {
 			err = txnError(err)
 			for _, g := range groups {
@@ -350,6 +376,11 @@ func txnError(err error) error {
 		return fmt.Errorf("%w: the server refused the transaction (%w); lower Config.MaxTxnOps or Config.MaxRequestBytes", persistence.ErrTooLarge, err)
 	}
 	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
+// request bounds one etcd request by Config.RequestTimeout within ctx.
+func (s *Store) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
 // Close implements persistence.Store. It does not close the client. Calls

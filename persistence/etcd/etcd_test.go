@@ -106,7 +106,7 @@ func TestConfig(t *testing.T) {
 	if err := (etcdstore.Config{}).Validate(); err != nil {
 		t.Fatalf("zero Config: %v", err)
 	}
-	for _, c := range []etcdstore.Config{{MaxTxnOps: 1}, {MaxRequestBytes: 100}, {Prefix: "a\x00"}} {
+	for _, c := range []etcdstore.Config{{MaxTxnOps: 1}, {MaxRequestBytes: 100}, {Prefix: "a\x00"}, {RequestTimeout: -1}} {
 		if err := c.Validate(); err == nil {
 			t.Fatalf("%+v: no error", c)
 		}
@@ -505,5 +505,46 @@ func TestServerRestart(t *testing.T) {
 				t.Fatalf("shard %d partly written: record 0 has round %s, record %d has %s", sh, first, i, r.Data)
 			}
 		}
+	}
+}
+
+// lostKV never answers a transaction, as etcd does with a write a
+// follower forwarded to a leader that just died: Commit returns only when
+// its context ends.
+type lostKV struct{ clientv3.KV }
+
+func (l lostKV) Txn(ctx context.Context) clientv3.Txn { return lostTxn{ctx} }
+
+type lostTxn struct{ ctx context.Context }
+
+func (t lostTxn) If(...clientv3.Cmp) clientv3.Txn  { return t }
+func (t lostTxn) Then(...clientv3.Op) clientv3.Txn { return t }
+func (t lostTxn) Else(...clientv3.Op) clientv3.Txn { return t }
+func (t lostTxn) Commit() (*clientv3.TxnResponse, error) {
+	<-t.ctx.Done()
+	return nil, t.ctx.Err()
+}
+
+// TestLostWriteIsBounded checks that a Save whose transaction etcd never
+// answers ends with ErrOutcomeUnknown at Config.RequestTimeout, while the
+// caller's context is still live.
+func TestLostWriteIsBounded(t *testing.T) {
+	prefix := newPrefix()
+	fence(t, newStore(t, newClient(t, endpoints), etcdstore.Config{Prefix: prefix}), 1, 1)
+	cli := newClient(t, endpoints)
+	cli.KV = lostKV{cli.KV}
+	s := newStore(t, cli, etcdstore.Config{Prefix: prefix, RequestTimeout: 100 * time.Millisecond})
+	// The caller's deadline only keeps an unbounded Save from hanging the test.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := s.Save(ctx, []persistence.Record{{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("x")}})
+	if ctx.Err() != nil {
+		t.Fatalf("caller's context ended: %v", ctx.Err())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(out[1], etcdstore.ErrOutcomeUnknown) {
+		t.Fatalf("shard 1: %v, want ErrOutcomeUnknown", out[1])
 	}
 }

@@ -179,6 +179,25 @@ func (c *Cluster) Kill(i int) {
 	}
 }
 
+// Crash stops member i the way SIGKILL would: its client connections are
+// cut and its raft node stops at once, with no leadership transfer (Kill
+// lets a leader hand leadership over first, as etcd does on a graceful
+// stop, so the cluster never waits an election timeout). Its data stays
+// for Restart. Crashing a killed member does nothing.
+func (c *Cluster) Crash(i int) {
+	c.mu.Lock()
+	e, f := c.members[i], c.fronts[i]
+	c.members[i], c.fronts[i] = nil, nil
+	c.mu.Unlock()
+	if f != nil {
+		f.close()
+	}
+	if e != nil {
+		e.Server.HardStop()
+		e.Close()
+	}
+}
+
 // Restart starts the killed member i again on its old ports and data, and
 // waits until it serves (which needs a quorum) or ctx ends. Restarting a
 // running member does nothing.

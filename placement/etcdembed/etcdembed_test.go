@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +142,65 @@ func TestProxyPartition(t *testing.T) {
 		t.Fatalf("delayed write took only %v", d)
 	}
 	px.Delay(0)
+}
+
+// TestProxyToDeadTargetRefuses checks that the proxy closes a connection
+// whose target cannot be reached, as a dead host would refuse it, instead
+// of leaving it open and silent.
+func TestProxyToDeadTargetRefuses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	_ = ln.Close()
+	px, err := etcdembed.StartProxy(dead, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = px.Close() }()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(px.Endpoint(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	// The deadline only keeps a broken proxy from hanging the test.
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("read from a proxied connection to a dead target: %v, want it closed", err)
+	}
+}
+
+func TestClusterCrashRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := etcdembed.StartCluster(ctx, etcdembed.ClusterConfig{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop(), TickMs: 50, ElectionMs: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c := client(t, cl.Endpoints()...)
+	var leader int
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if leader = cl.Leader(); leader < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	cl.Crash(leader)
+	if cl.Running(leader) {
+		t.Fatal("crashed member still running")
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if l := cl.Leader(); l < 0 || l == leader {
+			return fmt.Errorf("leader %d", l)
+		}
+		return put(c, time.Second)
+	})
+	if err := cl.Restart(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
 }

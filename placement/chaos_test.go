@@ -71,7 +71,7 @@ func TestChaos(t *testing.T) {
 	proxies := map[string]*etcdembed.Proxy{}
 	var nodes []*placement.Node
 	for _, id := range all {
-		px, err := etcdembed.StartProxy(srv.Endpoints()[0], nil)
+		px, err := etcdembed.StartProxy(srv.Endpoints()[0])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,7 @@ func measureCrash(t *testing.T, proxied, killLeader bool) {
 	if proxied {
 		eps = nil
 		for i := 0; i < cl.Size(); i++ {
-			px, err := etcdembed.StartProxy(cl.Endpoint(i), nil)
+			px, err := etcdembed.StartProxy(cl.Endpoint(i))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -179,7 +179,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 func TestPartitionedOwnerSelfFencesAndRejoins(t *testing.T) {
 	srv := startEtcd(t)
 	const prefix = "/ordo/partition"
-	px, err := etcdembed.StartProxy(srv.Endpoints()[0], nil)
+	px, err := etcdembed.StartProxy(srv.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
 	}

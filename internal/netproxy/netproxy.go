@@ -55,6 +55,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	paused   bool
+	delay    time.Duration
 	closed   bool
 	open     map[net.Conn]struct{}
 	upstream map[string]*net.UDPConn // by sender address
@@ -156,6 +157,16 @@ func (p *Proxy) Heal() {
 	p.mu.Unlock()
 }
 
+// Delay adds latency to TCP traffic in both directions: each chunk of
+// bytes is delivered d after the proxy read it. 0 removes it. Datagrams
+// are not delayed.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = max(d, 0)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
 // Partitioned reports whether the proxy is cut.
 func (p *Proxy) Partitioned() bool {
 	p.mu.Lock()
@@ -209,7 +220,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.conns.Add(1)
-		p.wg.Add(2)
+		p.wg.Add(4) // two pipes, each a reader and a writer
 		go p.pipe(out, in)
 		go p.pipe(in, out)
 	}
@@ -231,41 +242,79 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-// pipe copies src to dst, holding bytes while partitioned; it closes both
-// when either side ends.
+// chunk is bytes read from one side, with the time they were read.
+type chunk struct {
+	b  []byte
+	at time.Time
+}
+
+// pipe copies src to dst through a queue: a reader timestamps what it
+// reads, a writer delivers each chunk once the delay has passed and no
+// partition holds it. When either side ends, both connections close.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if !p.waitOpen() {
-				break
+	q := make(chan chunk, 64)
+	go func() {
+		defer p.wg.Done()
+		defer close(q)
+		for {
+			buf := make([]byte, 32*1024)
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{b: buf[:n], at: time.Now()}
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
+			if err != nil {
+				return
 			}
 		}
-		if err != nil {
+	}()
+	for c := range q {
+		if !p.waitDeliver(c.at) {
+			break
+		}
+		if _, err := dst.Write(c.b); err != nil {
 			break
 		}
 	}
-	_ = dst.Close()
-	_ = src.Close()
-	p.mu.Lock()
-	delete(p.open, dst)
-	delete(p.open, src)
-	p.mu.Unlock()
+	p.untrack(dst, src)
+	for range q {
+		// Drain so the reader, unblocked by the close, can end.
+	}
 }
 
-// waitOpen blocks while partitioned; false when the proxy closed.
-func (p *Proxy) waitOpen() bool {
+// untrack closes and forgets a connection pair.
+func (p *Proxy) untrack(cs ...net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.paused && !p.closed {
-		p.cond.Wait()
+	for _, c := range cs {
+		_ = c.Close()
+		delete(p.open, c)
 	}
-	return !p.closed
+}
+
+// waitDeliver blocks until a chunk read at `at` may be written: no
+// partition and the delay elapsed. False when the proxy closed.
+func (p *Proxy) waitDeliver(at time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.closed {
+			return false
+		}
+		if p.paused {
+			p.cond.Wait()
+			continue
+		}
+		wait := time.Until(at.Add(p.delay))
+		if wait <= 0 {
+			return true
+		}
+		// Sleep without the lock, then check again (Delay, Partition or
+		// Close may have changed meanwhile).
+		p.mu.Unlock()
+		time.Sleep(wait)
+		p.mu.Lock()
+	}
 }
 
 // maxDatagram is the largest UDP payload.

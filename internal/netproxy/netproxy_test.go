@@ -219,3 +219,41 @@ func TestSetTarget(t *testing.T) {
 		t.Fatalf("through the new target: %q %v", line, err)
 	}
 }
+
+// Delay holds each chunk for the delay in each direction: a round trip
+// takes at least twice the delay (a lower bound, which slowness cannot
+// break).
+func TestDelay(t *testing.T) {
+	srv := echoTCP(t)
+	p, err := Listen(srv.Addr().String(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rd := bufio.NewReader(c)
+	const d = 100 * time.Millisecond
+	p.Delay(d)
+	start := time.Now()
+	if _, err := c.Write([]byte("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(start); rtt < 2*d {
+		t.Fatalf("round trip %v through a %v delay each way", rtt, d)
+	}
+	p.Delay(0)
+	if _, err := c.Write([]byte("y\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := rd.ReadString('\n'); err != nil || line != "y\n" {
+		t.Fatalf("after removing the delay: %q %v", line, err)
+	}
+}

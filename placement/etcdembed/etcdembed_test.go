@@ -114,7 +114,7 @@ func TestProxyPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	px, err := etcdembed.StartProxy(srv.Endpoints()[0], nil)
+	px, err := etcdembed.StartProxy(srv.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestProxyToDeadTargetRefuses(t *testing.T) {
 	}
 	dead := "http://" + ln.Addr().String()
 	_ = ln.Close()
-	px, err := etcdembed.StartProxy(dead, nil)
+	px, err := etcdembed.StartProxy(dead)
 	if err != nil {
 		t.Fatal(err)
 	}

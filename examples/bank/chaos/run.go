@@ -242,7 +242,7 @@ func (r *runner) startNodes(ctx context.Context) error {
 			}
 		}
 		for _, m := range r.members {
-			p, err := etcdembed.StartProxy(m.clientURL, nil)
+			p, err := etcdembed.StartProxy(m.clientURL)
 			if err != nil {
 				return err
 			}

@@ -166,25 +166,18 @@ func (c *Cluster) Size() int { return len(c.clients) }
 
 // Kill cuts member i's client connections, stops it (its data stays) and
 // waits for it to exit. Killing a killed member does nothing.
-func (c *Cluster) Kill(i int) {
-	c.mu.Lock()
-	e, f := c.members[i], c.fronts[i]
-	c.members[i], c.fronts[i] = nil, nil
-	c.mu.Unlock()
-	if f != nil {
-		f.close()
-	}
-	if e != nil {
-		e.Close()
-	}
-}
+func (c *Cluster) Kill(i int) { c.stop(i, false) }
 
 // Crash stops member i the way SIGKILL would: its client connections are
 // cut and its raft node stops at once, with no leadership transfer (Kill
 // lets a leader hand leadership over first, as etcd does on a graceful
 // stop, so the cluster never waits an election timeout). Its data stays
 // for Restart. Crashing a killed member does nothing.
-func (c *Cluster) Crash(i int) {
+func (c *Cluster) Crash(i int) { c.stop(i, true) }
+
+// stop cuts member i's client connections and stops it, at once (no
+// leadership transfer) when hard.
+func (c *Cluster) stop(i int, hard bool) {
 	c.mu.Lock()
 	e, f := c.members[i], c.fronts[i]
 	c.members[i], c.fronts[i] = nil, nil
@@ -193,7 +186,9 @@ func (c *Cluster) Crash(i int) {
 		f.close()
 	}
 	if e != nil {
-		e.Server.HardStop()
+		if hard {
+			e.Server.HardStop()
+		}
 		e.Close()
 	}
 }

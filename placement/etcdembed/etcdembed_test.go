@@ -59,31 +59,31 @@ func put(c *clientv3.Client, timeout time.Duration) error {
 	return err
 }
 
-func TestClusterKillRestart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// stopLeader starts a 3-member cluster, stops its leader with stop and
+// waits until another member leads and takes writes.
+func stopLeader(t *testing.T, ctx context.Context, stop func(cl *etcdembed.Cluster, i int)) (cl *etcdembed.Cluster, c *clientv3.Client, leader int) {
+	t.Helper()
 	cl, err := etcdembed.StartCluster(ctx, etcdembed.ClusterConfig{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop(), TickMs: 50, ElectionMs: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	if cl.Size() != 3 {
 		t.Fatalf("size %d", cl.Size())
 	}
-	c := client(t, cl.Endpoints()...)
+	c = client(t, cl.Endpoints()...)
 	if err := put(c, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var leader int
 	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if leader = cl.Leader(); leader < 0 {
 			return errors.New("no leader")
 		}
 		return nil
 	})
-	cl.Kill(leader)
+	stop(cl, leader)
 	if cl.Running(leader) {
-		t.Fatal("killed member still running")
+		t.Fatal("stopped member still running")
 	}
 	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if l := cl.Leader(); l < 0 || l == leader {
@@ -91,6 +91,13 @@ func TestClusterKillRestart(t *testing.T) {
 		}
 		return put(c, time.Second)
 	})
+	return cl, c, leader
+}
+
+func TestClusterKillRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, c, leader := stopLeader(t, ctx, (*etcdembed.Cluster).Kill)
 	// Without quorum writes fail; with it back they succeed.
 	other := (leader + 1) % 3
 	cl.Kill(other)
@@ -176,29 +183,7 @@ func TestProxyToDeadTargetRefuses(t *testing.T) {
 func TestClusterCrashRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := etcdembed.StartCluster(ctx, etcdembed.ClusterConfig{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop(), TickMs: 50, ElectionMs: 500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	c := client(t, cl.Endpoints()...)
-	var leader int
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if leader = cl.Leader(); leader < 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
-	cl.Crash(leader)
-	if cl.Running(leader) {
-		t.Fatal("crashed member still running")
-	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if l := cl.Leader(); l < 0 || l == leader {
-			return fmt.Errorf("leader %d", l)
-		}
-		return put(c, time.Second)
-	})
+	cl, c, leader := stopLeader(t, ctx, (*etcdembed.Cluster).Crash)
 	if err := cl.Restart(ctx, leader); err != nil {
 		t.Fatal(err)
 	}

@@ -167,6 +167,7 @@ func TestAdminEndpoint(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":              `"node": "n1"`,
 		"/metrics":       "ordo_calls_total",
+		"/metrics?store": "ordo_store_late_fenced_writes_total 0", // the etcd store counts late rejections
 		"/debug/pprof/":  "goroutine",
 		"/no-such-thing": "404",
 	} {

@@ -70,6 +70,21 @@ func (m *metrics) registerHost(h *actors.Host) {
 	)
 }
 
+// lateFencer is a store that counts records it rejected by fencing after
+// the Save carrying them had reported an unknown outcome
+// (etcdstore.Store.LateFenced).
+type lateFencer interface{ LateFenced() uint64 }
+
+// registerStore exposes the store's own counters, if it has any.
+func (m *metrics) registerStore(st any) {
+	if lf, ok := st.(lateFencer); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ordo_store_late_fenced_writes_total",
+			Help: "Records the store rejected by fencing after their Save had already reported an unknown outcome.",
+		}, func() float64 { return float64(lf.LateFenced()) }))
+	}
+}
+
 func outcome(e *ordopb.Error) string {
 	if e == nil {
 		return "ok"

@@ -127,6 +127,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.router.local = n.host
 	n.metrics.registerHost(n.host)
+	n.metrics.registerStore(n.cfg.Store)
 	n.tr.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &routerActor{n: n} }), routerName)
 
 	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr}, n.log)

@@ -105,13 +105,26 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// lateOutcomeWait bounds how long a transaction whose Save already
+// reported ErrOutcomeUnknown is left running to learn its real outcome.
+const lateOutcomeWait = 30 * time.Second
+
 // Store is a persistence.Store over an etcd client. It is safe for
 // concurrent use by multiple goroutines.
 type Store struct {
 	cli    *clientv3.Client
 	cfg    Config
 	closed atomic.Bool
+
+	lateFenced atomic.Uint64
+	lateMu     sync.Mutex
+	late       map[*lateTxn]struct{} // transactions left running after an unknown outcome
+	lateClosed bool                  // Close began: no more are left running
+	lateWG     sync.WaitGroup
 }
+
+// lateTxn is a transaction whose Save no longer waits for it.
+type lateTxn struct{ cancel context.CancelFunc }
 
 var _ persistence.Store = (*Store)(nil)
 
@@ -124,7 +137,7 @@ func New(cli *clientv3.Client, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cli: cli, cfg: cfg.withDefaults()}, nil
+	return &Store{cli: cli, cfg: cfg.withDefaults(), late: map[*lateTxn]struct{}{}}, nil
 }
 
 // Fence implements persistence.Store: a compare-and-swap that only raises
@@ -324,9 +337,7 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 				puts = append(puts, clientv3.OpPut(g.keys[i], g.vals[i]))
 			}
 		}
-		rctx, cancel := s.request(ctx)
-		resp, err := s.cli.Txn(rctx).If(cmps...).Then(puts...).Else(gets...).Commit()
-		cancel()
+		resp, err := s.txn(ctx, groups, cmps, puts, gets)
 		if err != nil {
 			err = txnError(err)
 			for _, g := range groups {
@@ -367,6 +378,84 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 	}
 }
 
+// txn runs one transaction guarded by the fences of groups. It returns
+// when etcd answers, or when Config.RequestTimeout passes or ctx ends,
+// whichever comes first; in the last two cases the outcome is unknown and
+// the transaction is left running, for up to lateOutcomeWait or until
+// Close, so that if etcd rejects it by fencing after all, LateFenced
+// counts its records. (A process stopped longer than RequestTimeout, as in
+// a GC pause, finds every write it had on the wire timed out when it
+// resumes, though etcd may answer them a moment later.)
+func (s *Store) txn(ctx context.Context, groups []*group, cmps []clientv3.Cmp, puts, gets []clientv3.Op) (*clientv3.TxnResponse, error) {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateOutcomeWait)
+	type result struct {
+		resp *clientv3.TxnResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := s.cli.Txn(tctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		done <- result{resp, err}
+	}()
+	timer := time.NewTimer(s.cfg.RequestTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case r := <-done:
+		cancel()
+		return r.resp, r.err
+	case <-timer.C:
+		err = fmt.Errorf("no answer within %v: %w", s.cfg.RequestTimeout, context.DeadlineExceeded)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	lt := &lateTxn{cancel: cancel}
+	s.lateMu.Lock()
+	if s.lateClosed {
+		s.lateMu.Unlock()
+		cancel()
+		<-done
+		return nil, err
+	}
+	s.late[lt] = struct{}{}
+	s.lateWG.Add(1)
+	s.lateMu.Unlock()
+	go func() {
+		defer s.lateWG.Done()
+		r := <-done
+		cancel()
+		s.lateMu.Lock()
+		delete(s.late, lt)
+		s.lateMu.Unlock()
+		if r.err == nil && !r.resp.Succeeded {
+			s.lateFenced.Add(uint64(fencedRecords(groups, r.resp)))
+		}
+	}()
+	return nil, err
+}
+
+// fencedRecords counts the records of the groups a failed transaction's
+// Else branch shows fenced by another epoch.
+func fencedRecords(groups []*group, resp *clientv3.TxnResponse) int {
+	n := 0
+	for i, g := range groups {
+		var have int64
+		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			have, _ = parseFence(kvs[0].Value)
+		}
+		if have != g.epoch {
+			n += len(g.keys)
+		}
+	}
+	return n
+}
+
+// LateFenced returns how many records etcd rejected by fencing after the
+// Save that carried them had already reported ErrOutcomeUnknown (it stopped
+// waiting: RequestTimeout passed or its ctx ended). Their writer had given
+// them up; the store still saw the stale write and refused it.
+func (s *Store) LateFenced() uint64 { return s.lateFenced.Load() }
+
 // txnError classifies a failed transaction. Limits the server enforces
 // below the configured ones refuse the transaction before it is applied;
 // anything else leaves the outcome unknown.
@@ -384,8 +473,17 @@ func (s *Store) request(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // Close implements persistence.Store. It does not close the client. Calls
-// in flight when Close is called finish normally.
+// in flight when Close is called finish normally; transactions left
+// running after an unknown outcome are abandoned, and Close waits for
+// them to end.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.lateMu.Lock()
+	s.lateClosed = true
+	for lt := range s.late {
+		lt.cancel()
+	}
+	s.lateMu.Unlock()
+	s.lateWG.Wait()
 	return nil
 }

@@ -548,3 +548,69 @@ func TestLostWriteIsBounded(t *testing.T) {
 		t.Fatalf("shard 1: %v, want ErrOutcomeUnknown", out[1])
 	}
 }
+
+// lateOutcome partitions a store from etcd, starts a Save that ends as
+// unknown, runs between (with the partition still up) and heals. It
+// returns the store that lost touch.
+func lateOutcome(t *testing.T, prefix string, between func()) *etcdstore.Store {
+	t.Helper()
+	px, err := etcdembed.StartProxy(endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	cut := newStore(t, newClient(t, []string{px.Endpoint()}), etcdstore.Config{Prefix: prefix, RequestTimeout: 100 * time.Millisecond})
+	// Connect before the partition.
+	if _, err := cut.Load(t.Context(), "k", "warm-up"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatal(err)
+	}
+	px.Partition()
+	out, err := cut.Save(t.Context(), []persistence.Record{{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(out[1], etcdstore.ErrOutcomeUnknown) {
+		t.Fatalf("shard 1 through a partition: %v, want ErrOutcomeUnknown", out[1])
+	}
+	between()
+	px.Heal()
+	return cut
+}
+
+// A stale write that etcd rejects after its Save gave up on it is counted
+// by LateFenced, and never becomes visible.
+func TestLateFencedIsCounted(t *testing.T) {
+	prefix := newPrefix()
+	direct := newStore(t, newClient(t, endpoints), etcdstore.Config{Prefix: prefix})
+	fence(t, direct, 1, 1)
+	cut := lateOutcome(t, prefix, func() { fence(t, direct, 1, 2) })
+	storetest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := cut.LateFenced(); n != 1 {
+			return fmt.Errorf("LateFenced = %d, want 1", n)
+		}
+		return nil
+	})
+	if _, err := direct.Load(t.Context(), "k", "a"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the fenced write is visible: %v", err)
+	}
+}
+
+// A write that lands after its Save gave up on it is not counted.
+func TestLateSuccessIsNotCounted(t *testing.T) {
+	prefix := newPrefix()
+	direct := newStore(t, newClient(t, endpoints), etcdstore.Config{Prefix: prefix})
+	fence(t, direct, 1, 1)
+	cut := lateOutcome(t, prefix, func() {})
+	storetest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		_, err := direct.Load(t.Context(), "k", "a")
+		return err
+	})
+	// The landing write's answer reaches the store after etcd applied it;
+	// wait until nothing of it is left running (Close waits for that).
+	if err := cut.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := cut.LateFenced(); n != 0 {
+		t.Fatalf("LateFenced = %d after a write that landed", n)
+	}
+}

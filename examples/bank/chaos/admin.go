@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,8 +15,14 @@ import (
 	"time"
 )
 
-// fencedMetric is the node counter of records rejected by storage fencing.
-const fencedMetric = "ordo_fenced_writes_total"
+// The node counters of records rejected by storage fencing: as the node's
+// Save learned it, and (etcd store) after the Save had already given the
+// write up as unknown, its process having been stopped past the store's
+// request timeout, say.
+const (
+	fencedMetric     = "ordo_fenced_writes_total"
+	lateFencedMetric = "ordo_store_late_fenced_writes_total"
+)
 
 // parseCounter sums every sample of metric name in a Prometheus text
 // exposition (all label sets). found is false when no sample is present.
@@ -90,21 +97,31 @@ type readCloser struct {
 
 func (r readCloser) Close() error { err := r.ReadCloser.Close(); r.cancel(); return err }
 
-// fenced reads ordo_fenced_writes_total from a node's /metrics.
+// fenced reads the records rejected by fencing from a node's /metrics:
+// ordo_fenced_writes_total plus, when the node has it,
+// ordo_store_late_fenced_writes_total.
 func (a *adminClient) fenced(ctx context.Context, addr string) (int64, error) {
 	resp, err := a.get(ctx, addr, "/metrics", time.Second)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	v, found, err := parseCounter(resp.Body, fencedMetric)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, fmt.Errorf("chaos: %s/metrics: %w", addr, err)
+	}
+	v, found, err := parseCounter(bytes.NewReader(body), fencedMetric)
 	if err != nil {
 		return 0, err
 	}
 	if !found {
 		return 0, fmt.Errorf("chaos: %s: no %s in /metrics", addr, fencedMetric)
 	}
-	return int64(v), nil
+	late, _, err := parseCounter(bytes.NewReader(body), lateFencedMetric)
+	if err != nil {
+		return 0, err
+	}
+	return int64(v + late), nil
 }
 
 // nodeStatus is the part of a node's admin status JSON the orchestrator

@@ -73,8 +73,9 @@ func TestScrapeAcrossRestarts(t *testing.T) {
 		r.scrape(ctx) // not running: nothing read
 	}
 	by, sum := r.tally.byNode()
-	if sum != 6 || by["n1"] != 6 {
-		t.Fatalf("tally %v %d, want 6 over two incarnations", by, sum)
+	// 3 fenced and 1 late-fenced per incarnation.
+	if sum != 8 || by["n1"] != 8 {
+		t.Fatalf("tally %v %d, want 8 over two incarnations", by, sum)
 	}
 	if _, err := r.admin.fenced(ctx, addr); err == nil {
 		t.Fatal("scraped a dead node")

@@ -48,7 +48,8 @@ func flagValue(args []string, name string) string {
 
 // fakeNode stands in for `bank node`: it serves an admin endpoint whose
 // status always holds shards 0-3 with a valid lease and whose /metrics
-// report CHAOS_FENCED fenced writes, until SIGTERM. Its --remote port
+// report CHAOS_FENCED fenced writes and one late-fenced one, until
+// SIGTERM. Its --remote port
 // serves the same.
 func fakeNode(args []string) int {
 	id, admin := flagValue(args, "--id"), flagValue(args, "--admin")
@@ -60,7 +61,7 @@ func fakeNode(args []string) int {
 		fmt.Fprintf(w, `{"node":%q,"lease_valid":true,"shards":[{"shard":0,"epoch":1},{"shard":1,"epoch":1},{"shard":2,"epoch":1},{"shard":3,"epoch":1}]}`, id)
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "# HELP ordo_fenced_writes_total Records rejected by storage fencing.\n# TYPE ordo_fenced_writes_total counter\nordo_fenced_writes_total %s\nordo_fenced_writes_total_other 99\n", fenced)
+		fmt.Fprintf(w, "# HELP ordo_fenced_writes_total Records rejected by storage fencing.\n# TYPE ordo_fenced_writes_total counter\nordo_fenced_writes_total %s\nordo_fenced_writes_total_other 99\nordo_store_late_fenced_writes_total 1\n", fenced)
 	})
 	srv := &http.Server{Addr: admin, Handler: mux, ReadHeaderTimeout: time.Second}
 	go func() {

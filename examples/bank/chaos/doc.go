@@ -67,7 +67,9 @@
 // fault's recovery time is from its start to the first successful read
 // after the last failed one, over the probed accounts. For etcd and
 // postgres faults accounts of every node are probed. Fenced writes are
-// ordo_fenced_writes_total scraped from every node every 500 ms (and just
+// ordo_fenced_writes_total plus ordo_store_late_fenced_writes_total (etcd
+// store: stale writes etcd refused after the paused node had already
+// given them up as unknown) scraped from every node every 500 ms (and just
 // before a node is killed), summed over the incarnations of each node; a
 // write fenced in the instant between the last scrape and a kill is not
 // counted, so the number is a lower bound.

@@ -471,9 +471,18 @@ func (e *entity) flushOutbox(dep uint64) {
 	e.release()
 }
 
-// send routes a released message.
+// send routes a released message. It runs under the ownership of the
+// entity's shard: once that ends, or while the node's lease is not valid,
+// the router neither sends nor resends it (SenderCurrent). A stale owner's
+// retry could otherwise land after the shard's new owner re-sent the same
+// message, had it answered and moved on (a saga forgetting a finished
+// transfer), and be applied again.
 func (e *entity) send(out *outMsg) {
-	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.RequestTimeout)
+	sh, h := e.shard, e.h
+	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.RequestTimeout)
+	ctx = context.WithValue(ctx, senderKey{}, func() bool {
+		return sh.ctx.Err() == nil && (h.cfg.LeaseValid == nil || h.cfg.LeaseValid())
+	})
 	out.env.DeadlineUnixNano = timeNow().Add(e.h.cfg.RequestTimeout).UnixNano()
 	gen, id, pid, root := e.gen, out.contID, e.self, e.h.system.Root
 	e.h.router.Route(ctx, out.env, func(rep *ordopb.Reply) {
@@ -482,6 +491,18 @@ func (e *entity) send(out *outMsg) {
 			root.Send(pid, &contDone{gen: gen, id: id, rep: rep})
 		}
 	})
+}
+
+type senderKey struct{}
+
+// SenderCurrent reports whether a message an entity sends under ctx (the
+// context a Router's Route gets) may still be sent: false once the
+// sender's shard ownership has ended or while its node's lease is not
+// valid. A Router checks it before every attempt and gives the message up
+// when it is false. Contexts of other callers always report true.
+func SenderCurrent(ctx context.Context) bool {
+	f, ok := ctx.Value(senderKey{}).(func() bool)
+	return !ok || f()
 }
 
 func (e *entity) handleCont(m *contDone) {

@@ -32,6 +32,10 @@ var (
 	ErrInternal = errors.New("actors: internal error")
 	// ErrClosed: the host is shut down.
 	ErrClosed = errors.New("actors: host closed")
+	// ErrSenderGone: an entity's outgoing message was given up because the
+	// sender's shard ownership ended or its node's lease is not valid
+	// (SenderCurrent); the shard's next owner carries the work on.
+	ErrSenderGone = errors.New("actors: sender no longer owns its shard")
 )
 
 // Error is an error that can cross the wire. It matches the sentinel of its

@@ -59,8 +59,13 @@ type Host struct {
 // shardState is one owned shard. Fields are guarded by Host.mu except
 // fenceMu/fenced.
 type shardState struct {
-	id       uint32
-	epoch    int64
+	id    uint32
+	epoch int64
+	// ctx ends when the ownership does (dropState): the entities' outgoing
+	// calls run under it, so none is sent or resent by an ownership that
+	// is over.
+	ctx      context.Context
+	cancel   context.CancelFunc
 	draining bool
 	dropped  bool
 	calls    map[*call]struct{}
@@ -236,6 +241,7 @@ func (h *Host) Own(shard uint32, epoch int64) error {
 		calls:    make(map[*call]struct{}),
 		entities: make(map[Ref]*entry),
 	}
+	sh.ctx, sh.cancel = context.WithCancel(h.ctx)
 	h.shards[shard] = sh
 	h.bg.Add(1)
 	h.mu.Unlock()
@@ -348,6 +354,7 @@ func (h *Host) dropState(sh *shardState, reason error) {
 		return
 	}
 	sh.dropped = true
+	sh.cancel()
 	if h.shards[sh.id] == sh {
 		delete(h.shards, sh.id)
 	}
@@ -652,7 +659,11 @@ func (h *Host) waitIfPaused() {
 // localRouter routes entity-to-entity messages within one host.
 type localRouter struct{ h *Host }
 
-func (r localRouter) Route(_ context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r localRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+	if !SenderCurrent(ctx) {
+		done(errReply(env, errf(ordopb.Code_CODE_UNAVAILABLE, "%v", ErrSenderGone)))
+		return
+	}
 	r.h.Submit(env, done)
 }
 

@@ -689,3 +689,68 @@ func TestStaleWriteDoesNotTakeNewOwnershipDown(t *testing.T) {
 	stored, _ := h.stored("x")
 	require.EqualValues(t, 101, stored)
 }
+
+// heldRouter holds every routed message until its context ends, as a
+// router retrying an unreachable owner does, and records what it saw.
+type heldRouter struct {
+	mu   sync.Mutex
+	ctxs []context.Context
+}
+
+func (r *heldRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+	r.mu.Lock()
+	r.ctxs = append(r.ctxs, ctx)
+	r.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		done(&ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(ctx.Err())})
+	}()
+}
+
+func (r *heldRouter) routed() []context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]context.Context(nil), r.ctxs...)
+}
+
+// An entity's outgoing message is sent under its shard's ownership: while
+// the lease is invalid SenderCurrent says not to (re)send it, and once the
+// shard is dropped its context ends, so a stale owner never resends it
+// after the shard's next owner has carried the work on.
+func TestOutgoingEndsWithItsShard(t *testing.T) {
+	router := &heldRouter{}
+	var valid atomic.Bool
+	valid.Store(true)
+	h := newHarness(t, func(c *actors.HostConfig) {
+		c.Router = router
+		c.LeaseValid = valid.Load
+		c.RequestTimeout = time.Hour // only the ownership may end it
+	})
+	ctx := testCtx(t)
+	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 1, RequestId: "fwd-1"})
+	require.NoError(t, err)
+	var sent context.Context
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if r := router.routed(); len(r) == 1 {
+			sent = r[0]
+			return nil
+		}
+		return errPending
+	})
+	require.True(t, actors.SenderCurrent(sent))
+	require.True(t, actors.SenderCurrent(ctx), "a context no entity sent under")
+
+	valid.Store(false)
+	require.False(t, actors.SenderCurrent(sent), "resendable while the lease is invalid")
+	valid.Store(true)
+	require.True(t, actors.SenderCurrent(sent))
+
+	shard := uint32(actors.ShardOf(ref("src"), h.cfg.Shards))
+	h.host.Drop(shard, actors.ErrFenced)
+	select {
+	case <-sent.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outgoing message outlived its shard's ownership")
+	}
+	require.False(t, actors.SenderCurrent(sent))
+}

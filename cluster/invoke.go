@@ -80,6 +80,9 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 	defer unsubscribe()
 	var last error
 	for attempt := 0; ; attempt++ {
+		if !actors.SenderCurrent(ctx) {
+			return nil, fmt.Errorf("cluster: call to %s not sent (attempt %d): %w", ref, attempt+1, actors.ErrSenderGone)
+		}
 		rep, err := r.attempt(ctx, shard, env, changed)
 		if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
 			r.metrics.observeCall(ref.Kind, start, rep.GetError())

@@ -21,13 +21,6 @@
 // Only one pause per node runs at a time; a transfer whose node is already
 // paused pauses its own client instead (it sleeps).
 //
-// A runtime defect made resumed nodes keep some shards' placement locks
-// while their entity host had dropped those shards (a write left over from
-// before the pause fails as fenced and takes the new ownership of the same
-// shard with it; cluster's OnShardLost only logs). Until it is fixed, the
-// approach checks a resumed node and restarts it under the same ID when
-// that happens (Heals counts it).
-//
 // The lease TTL is the lab's --ttl rounded up to whole seconds (etcd
 // leases count seconds), at least 1s.
 package ordolab
@@ -36,7 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,12 +71,9 @@ type Approach struct {
 	seq      atomic.Int64
 	pausing  [Nodes]atomic.Bool
 	pauses   atomic.Int64
-	heals    atomic.Int64
 	// unsettled holds the IDs of transfers whose client gave up: their
 	// sagas go on, and Balances waits for them to end.
 	unsettled sync.Map
-
-	stopWatch, watchDone chan struct{}
 }
 
 var _ lab.Approach = (*Approach)(nil)
@@ -95,7 +84,6 @@ func (a *Approach) Name() string { return a.name }
 // Setup starts a fresh cluster (a new etcd prefix, so a new store) and opens
 // the accounts.
 func (a *Approach) Setup(ctx context.Context, accounts int, initial int64) error {
-	a.stopWatching()
 	if a.cl != nil {
 		if err := a.cl.Close(ctx); err != nil {
 			return err
@@ -107,12 +95,6 @@ func (a *Approach) Setup(ctx context.Context, accounts int, initial int64) error
 		return err
 	}
 	a.cl = cl
-	a.stopWatch = make(chan struct{})
-	a.watchDone = make(chan struct{})
-	go func(stop, done chan struct{}) {
-		defer close(done)
-		a.watch(cl, stop)
-	}(a.stopWatch, a.watchDone)
 	a.unsettled.Clear()
 	a.accounts = accounts
 	a.nonce = fmt.Sprintf("%x", time.Now().UnixNano())
@@ -178,59 +160,11 @@ func (a *Approach) pause(account string, d time.Duration) {
 	n.Resume()
 }
 
-// watch works around a runtime defect seen after pauses (see the package
-// doc): a node whose entity host stopped serving shards that its placement
-// still holds answers NotHere for them until its lease ends, which it never
-// does. Until stop is closed, watch checks every node and, when such shards
-// persist for a second, shuts that node down (releasing its shards) and
-// starts it again under the same ID.
-func (a *Approach) watch(cl *inproc.Cluster, stop <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-stop
-		cancel()
-	}()
-	stuckSince := make([]time.Time, Nodes)
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		for i, n := range cl.Nodes() {
-			if n == nil || a.pausing[i].Load() || len(inproc.Unserved(n)) == 0 {
-				stuckSince[i] = time.Time{}
-				continue
-			}
-			if stuckSince[i].IsZero() {
-				stuckSince[i] = time.Now()
-				continue
-			}
-			if time.Since(stuckSince[i]) < time.Second || !a.pausing[i].CompareAndSwap(false, true) {
-				continue
-			}
-			a.heals.Add(1)
-			sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
-			_ = n.Shutdown(sctx)
-			scancel()
-			rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-			_ = cl.Restart(rctx, i)
-			rcancel()
-			a.pausing[i].Store(false)
-			stuckSince[i] = time.Time{}
-		}
-	}
-}
+// Cluster returns the approach's cluster (nil before Setup).
+func (a *Approach) Cluster() *inproc.Cluster { return a.cl }
 
 // Pauses returns how many node pauses the approach has made.
 func (a *Approach) Pauses() int64 { return a.pauses.Load() }
-
-// Heals returns how many times a node had to be restarted because it kept
-// shards it did not serve (see watch).
-func (a *Approach) Heals() int64 { return a.heals.Load() }
 
 // Balances implements lab.Approach. It first waits (within ctx) for the
 // sagas of transfers whose client gave up, so that the balances it reads
@@ -260,17 +194,8 @@ func (a *Approach) Balances(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-func (a *Approach) stopWatching() {
-	if a.stopWatch != nil {
-		close(a.stopWatch)
-		<-a.watchDone
-		a.stopWatch = nil
-	}
-}
-
 // Close stops the cluster.
 func (a *Approach) Close() error {
-	a.stopWatching()
 	if a.cl == nil {
 		return nil
 	}
@@ -278,8 +203,5 @@ func (a *Approach) Close() error {
 	defer cancel()
 	err := a.cl.Close(ctx)
 	a.cl = nil
-	if h := a.heals.Load(); h > 0 {
-		fmt.Fprintf(os.Stderr, "ordo: %s: %d node restarts to unstick shards (workaround for a runtime defect)\n", a.name, h)
-	}
 	return err
 }

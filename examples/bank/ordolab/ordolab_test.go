@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/examples/bank/inproc"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
 	"github.com/ordo-actors/ordo/examples/bank/ordolab"
 )
@@ -62,8 +63,22 @@ func TestApproachWithPauses(t *testing.T) {
 		t.Fatalf("total %d, want %d", sum, accounts*initial)
 	}
 	ap := a.(*ordolab.Approach)
-	t.Logf("pauses %d, node restarts after a pause %d", ap.Pauses(), ap.Heals())
 	if ap.Pauses() != 1 {
 		t.Fatalf("%d node pauses, want 1", ap.Pauses())
+	}
+	// No node is left holding shards in placement that it does not serve
+	// (a resumed node's stale writes, fenced, must not take the newer
+	// ownership of their shards down).
+	for _, n := range ap.Cluster().Nodes() {
+		if n == nil {
+			continue
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for len(inproc.Unserved(n)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s holds shards %v that it does not serve", n.ID(), inproc.Unserved(n))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

@@ -659,12 +659,29 @@ func (h *Host) waitIfPaused() {
 // localRouter routes entity-to-entity messages within one host.
 type localRouter struct{ h *Host }
 
+// Route submits env once its sender may send (SenderCurrent): a message
+// sent while the lease is not valid waits for it, one whose sender's
+// ownership ends first is given up.
 func (r localRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
-	if !SenderCurrent(ctx) {
-		done(errReply(env, errf(ordopb.Code_CODE_UNAVAILABLE, "%v", ErrSenderGone)))
+	if SenderCurrent(ctx) {
+		r.h.Submit(env, done)
 		return
 	}
-	r.h.Submit(env, done)
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for !SenderCurrent(ctx) {
+			if ctx.Err() != nil {
+				done(errReply(env, errf(ordopb.Code_CODE_UNAVAILABLE, "%v: %v", ErrSenderGone, ctx.Err())))
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+		r.h.Submit(env, done)
+	}()
 }
 
 func errReply(env *ordopb.Envelope, err error) *ordopb.Reply {

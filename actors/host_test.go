@@ -754,3 +754,32 @@ func TestOutgoingEndsWithItsShard(t *testing.T) {
 	}
 	require.False(t, actors.SenderCurrent(sent))
 }
+
+// With the host's own router, a message released while the lease is not
+// valid waits for it instead of being sent (or failing and being resent in
+// a loop), and goes out once the lease is valid again.
+func TestOutgoingWaitsForTheLease(t *testing.T) {
+	var valid atomic.Bool
+	valid.Store(true)
+	h := newHarness(t, func(c *actors.HostConfig) { c.LeaseValid = valid.Load })
+	ctx := testCtx(t)
+	valid.Store(false)
+	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 5, RequestId: "fwd-lease"})
+	require.ErrorIs(t, err, actors.ErrUnavailable, "reply withheld while the lease is invalid")
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if _, seq := h.stored("src"); seq == 0 {
+			return errPending
+		}
+		return nil
+	})
+	// The forward's write is durable, so its message was released: it must
+	// not have reached dst while the lease is invalid.
+	require.Zero(t, h.n.adds.Load(), "a message went out while the lease was invalid")
+	valid.Store(true)
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if v, _ := h.stored("dst"); v != 5 {
+			return errorf("dst=%d", v)
+		}
+		return nil
+	})
+}

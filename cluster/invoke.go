@@ -80,16 +80,23 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 	defer unsubscribe()
 	var last error
 	for attempt := 0; ; attempt++ {
-		if !actors.SenderCurrent(ctx) {
-			return nil, fmt.Errorf("cluster: call to %s not sent (attempt %d): %w", ref, attempt+1, actors.ErrSenderGone)
-		}
-		rep, err := r.attempt(ctx, shard, env, changed)
-		if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
-			r.metrics.observeCall(ref.Kind, start, rep.GetError())
-			return rep, nil
-		}
-		if err == nil {
-			err = actors.ErrorFromProto(rep.GetError())
+		// An entity's message is not sent while its node's lease is not
+		// valid (SenderCurrent): it waits, without an attempt, until the
+		// lease is valid again or its ctx ends, as it does when the
+		// sender's shard ownership ends.
+		var err error
+		var rep *ordopb.Reply
+		if actors.SenderCurrent(ctx) {
+			rep, err = r.attempt(ctx, shard, env, changed)
+			if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
+				r.metrics.observeCall(ref.Kind, start, rep.GetError())
+				return rep, nil
+			}
+			if err == nil {
+				err = actors.ErrorFromProto(rep.GetError())
+			}
+		} else {
+			err = actors.ErrSenderGone
 		}
 		last = err
 		r.log.Debug("call attempt failed", "entity", ref, "shard", shard, "attempt", attempt, "err", err)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/ordo-actors/ordo/internal/ports"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -236,24 +236,13 @@ func (c *Cluster) Close() {
 	}
 }
 
-// freePorts returns n distinct free loopback TCP ports. They are free when
-// probed; another process could take one before it is used, which is
-// acceptable for tests.
+// freePorts returns n distinct free loopback ports, outside the ephemeral
+// range (internal/ports): members are restarted on their old ports, and an
+// outgoing connection could otherwise take one meanwhile.
 func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("etcdembed: find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	p, err := ports.Free(n)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: %w", err)
 	}
-	return ports, nil
+	return p, nil
 }

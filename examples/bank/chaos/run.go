@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/internal/netproxy"
+	"github.com/ordo-actors/ordo/internal/ports"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -115,45 +114,14 @@ func (r *runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.out, "chaos: "+format+"\n", args...)
 }
 
-// Ports handed to child processes come from below the kernel's ephemeral
-// range (32768-60999 by default): a port picked with port 0 and closed can
-// be taken, before the child binds it, as the local port of any outgoing
-// connection on the machine. Ports in [portLow, portHigh) are never used
-// that way; each is checked free (TCP and UDP, for gossip) and handed out
-// once per process.
-const (
-	portLow  = 20000
-	portHigh = 32000
-)
-
-var (
-	portsMu sync.Mutex
-	given   = map[int]bool{}
-)
-
+// freePort returns a port for a child process (internal/ports: below the
+// ephemeral range, so nothing takes it before the child binds it).
 func freePort() (int, error) {
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for try := 0; try < 1000; try++ {
-		p := portLow + rand.IntN(portHigh-portLow)
-		if given[p] {
-			continue
-		}
-		addr := "127.0.0.1:" + strconv.Itoa(p)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		given[p] = true
-		return p, nil
+	p, err := ports.Free(1)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: %w", err)
 	}
-	return 0, fmt.Errorf("chaos: no free port in [%d, %d)", portLow, portHigh)
+	return p[0], nil
 }
 
 func freeAddr() (string, error) {

@@ -177,22 +177,6 @@ func (h *harness) stored(id string) (int64, uint64) {
 	return c.Value, er.Seq
 }
 
-// checkFor polls f until it returns nil or timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

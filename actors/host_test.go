@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
@@ -76,7 +77,7 @@ func TestOutputGateHoldsRepliesUntilDurable(t *testing.T) {
 	h.host.Submit(env2, func(r *ordopb.Reply) { getReply <- r })
 
 	// Wait until the write reached the (blocked) store and the read ran.
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if s, _ := h.store.Stats(); s <= savesBefore {
 			return errPending
 		}
@@ -127,7 +128,7 @@ func TestFailedSaveDropsShardUntilNewEpoch(t *testing.T) {
 	_, err = h.add(ctx, "fail", 10, actors.WithRequestID("lost"))
 	require.Error(t, err)
 	require.True(t, actors.Retryable(err), "error %v should be retryable", err)
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if lost.Load() != 1 {
 			return errPending
 		}
@@ -161,7 +162,7 @@ func TestUnknownOutcomeThatLandedAppliesOnce(t *testing.T) {
 	h.store.LoseNextAcks(1, nil)
 	_, err = h.add(ctx, "landed", 10, actors.WithRequestID("b"))
 	require.True(t, actors.Retryable(err), "error %v should be retryable", err)
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if _, owned := h.host.Owned()[shard]; owned {
 			return errPending
 		}
@@ -191,7 +192,7 @@ func TestLaterPendingWritesFailWithEarlierOne(t *testing.T) {
 		env, _ := actors.Envelope(ref("chain"), &testpb.Add{Delta: 1}, fmt.Sprintf("c%d", i))
 		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
 	}
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if s, _ := h.store.Stats(); s <= saves0 {
 			return errPending
 		}
@@ -210,7 +211,7 @@ func TestLaterPendingWritesFailWithEarlierOne(t *testing.T) {
 	// The shard was given up; owned again, whatever succeeded is durable,
 	// and nothing else is.
 	shard := actors.ShardOf(ref("chain"), h.cfg.Shards)
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if _, owned := h.host.Owned()[shard]; owned {
 			return errPending
 		}
@@ -248,7 +249,7 @@ func TestExactlyOnce(t *testing.T) {
 	}
 	require.EqualValues(t, 1, h.n.adds.Load(), "handler runs")
 
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if h.host.Stats().Passivations == 0 {
 			return errPending
 		}
@@ -306,7 +307,7 @@ func TestFencedWriteDropsShard(t *testing.T) {
 	_, err = h.add(ctx, "fence", 100)
 	require.ErrorIs(t, err, actors.ErrFenced)
 	require.True(t, actors.Retryable(err))
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if lost.Load() != 1 {
 			return errorf("OnShardLost called %d times", lost.Load())
 		}
@@ -352,7 +353,7 @@ func TestPassivationCapKeepsState(t *testing.T) {
 		_, err := h.add(ctx, fmt.Sprintf("e%03d", i), int64(i))
 		require.NoError(t, err)
 	}
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		if a := h.host.Stats().Active; a > cap {
 			return errorf("%d active > cap %d", a, cap)
 		}
@@ -380,7 +381,7 @@ func TestGroupCommitCoalescesWrites(t *testing.T) {
 		env, _ := actors.Envelope(ref(fmt.Sprintf("g%d", i)), &testpb.Add{Delta: 1}, actors.NewRequestID())
 		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
 	}
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if w := h.host.Stats().Batch.Writes; w < entities {
 			return errorf("%d writes reached the batcher", w)
 		}
@@ -410,7 +411,7 @@ func TestGroupCommitCoalescesOneEntity(t *testing.T) {
 		env, _ := actors.Envelope(ref("hot"), &testpb.Add{Delta: 1}, actors.NewRequestID())
 		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
 	}
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if w := h.host.Stats().Batch.Writes; w < n {
 			return errorf("%d writes reached the batcher", w)
 		}
@@ -454,7 +455,7 @@ func TestEntityToEntityRequest(t *testing.T) {
 	ctx := testCtx(t)
 	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 3, RequestId: "fwd-1"})
 	require.NoError(t, err)
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		v, err := h.get(ctx, "dst")
 		if err != nil || v != 3 {
 			return errorf("dst=%d err=%v", v, err)
@@ -462,7 +463,7 @@ func TestEntityToEntityRequest(t *testing.T) {
 		return nil
 	})
 	// The continuation's state change is written.
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		rec, err := h.store.Load(ctx, "counter", "src")
 		if err != nil {
 			return err
@@ -483,7 +484,7 @@ func TestEntityToEntityRequest(t *testing.T) {
 	// Resending with the same ID (as a resumed saga would) applies nothing more.
 	_, err = actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 3, RequestId: "fwd-1"})
 	require.NoError(t, err)
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		rec, _ := h.store.Load(ctx, "counter", "src")
 		var er ordopb.EntityRecord
 		var c testpb.Counter
@@ -665,7 +666,7 @@ func TestStaleWriteDoesNotTakeNewOwnershipDown(t *testing.T) {
 	stale := make(chan *ordopb.Reply, 1)
 	env, _ := actors.Envelope(ref("x"), &testpb.Add{Delta: 10}, "stale")
 	h.host.Submit(env, func(r *ordopb.Reply) { stale <- r })
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if s, _ := h.store.Stats(); s <= saves0 {
 			return errPending
 		}
@@ -730,7 +731,7 @@ func TestOutgoingEndsWithItsShard(t *testing.T) {
 	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 1, RequestId: "fwd-1"})
 	require.NoError(t, err)
 	var sent context.Context
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if r := router.routed(); len(r) == 1 {
 			sent = r[0]
 			return nil
@@ -766,7 +767,7 @@ func TestOutgoingWaitsForTheLease(t *testing.T) {
 	valid.Store(false)
 	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 5, RequestId: "fwd-lease"})
 	require.ErrorIs(t, err, actors.ErrUnavailable, "reply withheld while the lease is invalid")
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if _, seq := h.stored("src"); seq == 0 {
 			return errPending
 		}
@@ -776,7 +777,7 @@ func TestOutgoingWaitsForTheLease(t *testing.T) {
 	// not have reached dst while the lease is invalid.
 	require.Zero(t, h.n.adds.Load(), "a message went out while the lease was invalid")
 	valid.Store(true)
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		if v, _ := h.stored("dst"); v != 5 {
 			return errorf("dst=%d", v)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/internal/netproxy"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
 )
@@ -59,7 +60,7 @@ func TestAdvertisedAddressesAndNodePartition(t *testing.T) {
 			return errors.New("n1 does not know n3")
 		}
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, sees(true))
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, sees(true))
 
 	// Counters in n3's shards and in the others'.
 	owned := n3.Owned()
@@ -87,7 +88,7 @@ func TestAdvertisedAddressesAndNodePartition(t *testing.T) {
 
 	remoteProxy.Partition()
 	gossipProxy.Partition()
-	checkFor(t, 30*time.Second, 20*time.Millisecond, sees(false))
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, sees(false))
 	require.True(t, n3.Status().LeaseValid, "n3 lost its lease though etcd is reachable")
 	require.Equal(t, owned, n3.Owned(), "n3's shards moved during a partition from its peers")
 	err = add(on3[0], time.Second)
@@ -98,7 +99,7 @@ func TestAdvertisedAddressesAndNodePartition(t *testing.T) {
 
 	remoteProxy.Heal()
 	gossipProxy.Heal()
-	checkFor(t, 30*time.Second, 20*time.Millisecond, sees(true))
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, sees(true))
 	for _, id := range on3 {
 		require.NoError(t, add(id, 10*time.Second))
 	}

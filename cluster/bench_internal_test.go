@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/ordopb"
@@ -50,13 +51,12 @@ func BenchmarkRemoteVsRaw(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer n.Shutdown(ctx)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(n.Owned()) < 8 { // poll until placement settles
-		if time.Now().After(deadline) {
-			b.Fatal("the node did not take its shards within 30s")
+	testutil.Eventually(b, 30*time.Second, 10*time.Millisecond, func() error {
+		if o := len(n.Owned()); o < 8 {
+			return fmt.Errorf("the node holds %d of 8 shards", o)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	ccfg := DefaultClientConfig()
 	ccfg.Prefix = cfg.Placement.Prefix
 	ccfg.Logger = quiet

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
 )
@@ -103,7 +104,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 			_ = n.Shutdown(ctx)
 		})
 	}
-	checkFor(b, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(b, 30*time.Second, 20*time.Millisecond, func() error {
 		total := 0
 		for _, n := range e.nodes {
 			total += len(n.Owned())
@@ -119,7 +120,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 func (e *benchEnv) dialB(b *testing.B) actors.Invoker {
 	cfg := cluster.DefaultClientConfig()
 	cfg.Prefix = e.prefix
-	cfg.Logger = testLogger()
+	cfg.Logger = testutil.Logger()
 	c, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -143,7 +144,7 @@ func BenchmarkFailover(b *testing.B) {
 		cfg.Store = e.store
 		cfg.Placement.Prefix = e.prefix
 		cfg.Placement.Shards = e.shards
-		cfg.Logger = testLogger()
+		cfg.Logger = testutil.Logger()
 		if len(e.nodes) > 0 {
 			cfg.Join = []string{e.nodes[0].GossipAddr()}
 		}
@@ -171,7 +172,7 @@ func BenchmarkFailover(b *testing.B) {
 	}()
 	cfg := cluster.DefaultClientConfig()
 	cfg.Prefix = e.prefix
-	cfg.Logger = testLogger()
+	cfg.Logger = testutil.Logger()
 	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -188,7 +189,7 @@ func BenchmarkFailover(b *testing.B) {
 	var times []time.Duration
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
-		checkFor(b, 60*time.Second, 20*time.Millisecond, func() error {
+		testutil.Eventually(b, 60*time.Second, 20*time.Millisecond, func() error {
 			if o := owned(); o != int(e.shards) {
 				return fmt.Errorf("%d shards owned", o)
 			}
@@ -257,7 +258,7 @@ func BenchmarkHandoff(b *testing.B) {
 	}()
 	cfg := cluster.DefaultClientConfig()
 	cfg.Prefix = e.prefix
-	cfg.Logger = testLogger()
+	cfg.Logger = testutil.Logger()
 	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -268,7 +269,7 @@ func BenchmarkHandoff(b *testing.B) {
 	var all []time.Duration
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
-		checkFor(b, 60*time.Second, 20*time.Millisecond, func() error {
+		testutil.Eventually(b, 60*time.Second, 20*time.Millisecond, func() error {
 			total := 0
 			for _, n := range e.nodes {
 				total += len(n.Owned())
@@ -307,7 +308,7 @@ func BenchmarkHandoff(b *testing.B) {
 		}
 		cancel()
 		e.nodes[idx] = start(leaving.ID()) // rejoin: shards hand back, also measured
-		checkFor(b, 60*time.Second, 20*time.Millisecond, func() error {
+		testutil.Eventually(b, 60*time.Second, 20*time.Millisecond, func() error {
 			if len(e.nodes[idx].Owned()) == 0 {
 				return fmt.Errorf("rejoined node owns nothing")
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
@@ -62,7 +63,7 @@ func TestCrashFailover(t *testing.T) {
 
 	// The new owners fenced every shard: a write under an old epoch fails.
 	for shard, epoch := range oldEpochs {
-		checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 			if f := store.FenceOf(shard); f <= epoch {
 				return fmt.Errorf("shard %d fence %d not above the crashed owner's %d", shard, f, epoch)
 			}
@@ -117,7 +118,7 @@ func TestGracefulShutdownAndJoinUnderLoad(t *testing.T) {
 	}
 	waitCalls := func(n int64) {
 		base := calls.Load()
-		checkFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		testutil.Eventually(t, 30*time.Second, 10*time.Millisecond, func() error {
 			if calls.Load() < base+n {
 				return errors.New("load not progressing")
 			}
@@ -129,7 +130,7 @@ func TestGracefulShutdownAndJoinUnderLoad(t *testing.T) {
 	// A 4th node joins and takes shards through handoffs.
 	joined := e.start(e.config("n4"))
 	e.settled(e.nodes...)
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if len(joined.Owned()) == 0 {
 			return errors.New("the new node owns nothing")
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
@@ -60,7 +61,7 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	n2.Host().Submit(env, func(r *ordopb.Reply) { late <- r })
 
 	// n2's lease expires; n1 takes the shard over at a higher epoch.
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if ep, ok := n1.Owned()[shard]; !ok || ep <= oldEpoch {
 			return fmt.Errorf("n1 does not own shard %d yet", shard)
 		}
@@ -88,7 +89,7 @@ func TestPausedNodeIsFenced(t *testing.T) {
 
 	// n2 rejoins under a new lease and serves again.
 	e.settled(n1, n2)
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if len(n2.Owned()) == 0 {
 			return fmt.Errorf("n2 owns nothing after resuming")
 		}
@@ -120,7 +121,7 @@ func TestGossipPartitionDoesNotMoveShards(t *testing.T) {
 	before := owners()
 
 	e.faults.Isolate(e.nodes[2].GossipAddr())
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for _, m := range e.nodes[0].Status().Members {
 			if m.ID == e.nodes[2].ID() && m.Alive {
 				return fmt.Errorf("n1 still sees n3 alive")
@@ -135,7 +136,7 @@ func TestGossipPartitionDoesNotMoveShards(t *testing.T) {
 	require.Equal(t, before, owners(), "ownership moved during a gossip partition")
 
 	e.faults.Heal()
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for _, m := range e.nodes[0].Status().Members {
 			if m.ID == e.nodes[2].ID() && !m.Alive {
 				return fmt.Errorf("n1 does not see n3 again")

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/ordopb"
@@ -48,13 +50,12 @@ func fuzzNode(tb testing.TB) (*Node, *transport) {
 		defer cancel()
 		_ = n.Shutdown(sctx)
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for len(n.Owned()) < 4 {
-		if time.Now().After(deadline) {
-			tb.Fatal("node did not take its shards")
+	testutil.Eventually(tb, 20*time.Second, 10*time.Millisecond, func() error {
+		if o := len(n.Owned()); o < 4 {
+			return fmt.Errorf("the node holds %d of 4 shards", o)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	tr, err := startTransport("127.0.0.1:0", "", quiet)
 	if err != nil {
 		tb.Fatal(err)

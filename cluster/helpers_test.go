@@ -3,15 +3,13 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
@@ -30,28 +28,6 @@ func TestMain(m *testing.M) {
 		// at its probe timeout.
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
 	)
-}
-
-func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("ORDO_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 func startEtcd(t testing.TB) *etcdembed.Server {
@@ -108,7 +84,7 @@ func (e *env) config(id string) cluster.Config {
 	cfg.Store = e.store
 	cfg.Placement.Prefix = e.prefix
 	cfg.Placement.Shards = e.shards
-	cfg.Logger = testLogger()
+	cfg.Logger = testutil.Logger()
 	cfg.GossipFaults = e.faults
 	if len(e.nodes) > 0 {
 		cfg.Join = []string{e.nodes[0].GossipAddr()}
@@ -146,7 +122,7 @@ func (e *env) startN(n int) {
 // each shard once.
 func (e *env) settled(nodes ...*cluster.Node) {
 	e.t.Helper()
-	checkFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(e.t, 30*time.Second, 20*time.Millisecond, func() error {
 		seen := map[uint32]string{}
 		for _, n := range nodes {
 			for s := range n.Owned() {
@@ -167,7 +143,7 @@ func (e *env) dial() *cluster.Client {
 	e.t.Helper()
 	cfg := cluster.DefaultClientConfig()
 	cfg.Prefix = e.prefix
-	cfg.Logger = testLogger()
+	cfg.Logger = testutil.Logger()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := cluster.Dial(ctx, e.etcd.Endpoints(), cfg)

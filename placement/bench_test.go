@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 )
 
@@ -125,7 +126,7 @@ func BenchmarkFailover(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				checkFor(b, 20*time.Second, 5*time.Millisecond, func() error {
+				testutil.Eventually(b, 20*time.Second, 5*time.Millisecond, func() error {
 					return settled(256, []*placement.Node{a, bn}, []string{"a", "b"})
 				})
 				lease := a.Lease()

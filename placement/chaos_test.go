@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
@@ -97,7 +98,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	setLive()
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, all) })
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, all) })
 
 	for step := 0; step < 8; step++ {
 		id := all[rng.IntN(len(all))]
@@ -134,7 +135,7 @@ func TestChaos(t *testing.T) {
 		delete(faulty, id)
 	}
 	setLive()
-	checkFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 60*time.Second, 20*time.Millisecond, func() error {
 		for _, n := range nodes {
 			if !n.Valid() {
 				return fmt.Errorf("%s has no valid session", n.ID())
@@ -142,7 +143,7 @@ func TestChaos(t *testing.T) {
 		}
 		return settled(256, nodes, all)
 	})
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
 	w.check(t)
 	cc.mu.Lock()
 	for i, err := range cc.errs {

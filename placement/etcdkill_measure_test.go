@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
@@ -107,14 +108,14 @@ func measureCrash(t *testing.T, proxied, killLeader bool) {
 	cfg.Logger = slog.New(measureHandler{lg})
 	h := newRecHost("a", &history{})
 	n := startNode(t, cfg, c, h)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if len(n.Owned()) != 64 {
 			return fmt.Errorf("owned %d", len(n.Owned()))
 		}
 		return nil
 	})
 	victim := -1
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		l := cl.Leader()
 		if l < 0 {
 			return fmt.Errorf("no leader")
@@ -128,7 +129,7 @@ func measureCrash(t *testing.T, proxied, killLeader bool) {
 	lease0 := n.Lease()
 	// Wait for a keepalive sent from now on to be acknowledged.
 	from := time.Now()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if !n.Deadline().After(from.Add(cfg.LeaseTTL - cfg.ValidityMargin)) {
 			return errors.New("no keepalive acknowledged yet")
 		}

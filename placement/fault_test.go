@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/placement"
@@ -30,7 +31,7 @@ func pickShard(t *testing.T, n *placement.Node) (uint32, int64) {
 func waitTakenOver(t *testing.T, c *clientv3.Client, n *placement.Node, prefix string, shard uint32, old int64) int64 {
 	t.Helper()
 	var epoch int64
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, func() error {
 		e, ok := n.Owned()[shard]
 		if !ok {
 			return fmt.Errorf("%s does not own shard %d yet", n.ID(), shard)
@@ -48,7 +49,7 @@ func waitTakenOver(t *testing.T, c *clientv3.Client, n *placement.Node, prefix s
 // lease expired in etcd (lostAt before the key was seen deleted).
 func checkSelfFenced(t *testing.T, host *recHost, n *placement.Node, owned map[uint32]int64) {
 	t.Helper()
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		if n.Valid() {
 			return errors.New("paused node still valid")
 		}
@@ -128,7 +129,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	a.SetLive(live)
 	b.SetLive(live)
 	nodes := []*placement.Node{a, b}
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 
 	shard, oldEpoch := pickShard(t, a)
 	owned := a.Owned()
@@ -141,7 +142,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	checkSelfFenced(t, ha, a, owned)
 	newEpoch := waitTakenOver(t, obs, b, prefix, shard, oldEpoch)
 	checkLostBeforeExpiry(t, ha, w, prefix, shard, deadline)
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if got := len(b.Owned()); got != 256 {
 			return fmt.Errorf("b owns %d shards", got)
 		}
@@ -160,7 +161,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	a.SuspendKeepalives(false)
 	checkStaleWriteFenced(t, shard, oldEpoch, newEpoch)
 	// It rejoins under a new lease, never the old one.
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if !a.Valid() {
 			return errors.New("a has no valid session")
 		}
@@ -172,7 +173,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
 	w.check(t)
 }
 
@@ -194,7 +195,7 @@ func TestPartitionedOwnerSelfFencesAndRejoins(t *testing.T) {
 	a.SetLive(live)
 	b.SetLive(live)
 	nodes := []*placement.Node{a, b}
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 
 	shard, oldEpoch := pickShard(t, a)
 	owned := a.Owned()
@@ -204,7 +205,7 @@ func TestPartitionedOwnerSelfFencesAndRejoins(t *testing.T) {
 	b.SetLive([]string{"b"})
 	checkSelfFenced(t, ha, a, owned)
 	newEpoch := waitTakenOver(t, obs, b, prefix, shard, oldEpoch)
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if got := len(b.Owned()); got != 256 {
 			return fmt.Errorf("b owns %d shards", got)
 		}
@@ -217,7 +218,7 @@ func TestPartitionedOwnerSelfFencesAndRejoins(t *testing.T) {
 	// takes its shards back through graceful handoffs.
 	px.Heal()
 	b.SetLive(live)
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if a.Lease() == 0 || a.Lease() == oldLease {
 			return fmt.Errorf("a lease %x (old %x)", int64(a.Lease()), int64(oldLease))
 		}
@@ -226,6 +227,6 @@ func TestPartitionedOwnerSelfFencesAndRejoins(t *testing.T) {
 	if e := a.Owned()[shard]; e <= newEpoch {
 		t.Fatalf("shard %d back on a at epoch %d, not above %d", shard, e, newEpoch)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
 	w.check(t)
 }

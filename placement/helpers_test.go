@@ -3,9 +3,6 @@ package placement_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
@@ -33,30 +31,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
 	)
-}
-
-// checkFor polls f every interval until it returns nil, failing the test
-// with f's last error after timeout.
-func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
-func quietLogger() *slog.Logger {
-	if os.Getenv("ORDO_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 func startEtcd(t testing.TB) *etcdembed.Server {
@@ -98,7 +72,7 @@ func testConfig(id, prefix string) placement.Config {
 	cfg.NodeID = id
 	cfg.Prefix = prefix
 	cfg.RemoteAddr = "127.0.0.1:1" + id
-	cfg.Logger = quietLogger().With("node", id)
+	cfg.Logger = testutil.Logger().With("node", id)
 	return cfg
 }
 

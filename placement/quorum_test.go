@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
@@ -42,14 +43,14 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	a.SetLive(live)
 	b.SetLive(live)
 	nodes := []*placement.Node{a, b}
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 
 	// 1. Kill the leader: sessions survive, ownership does not move.
 	ownedA, ownedB := a.Owned(), b.Owned()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
 	eventsBefore := w.count()
 	var leader int
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if leader = cl.Leader(); leader < 0 {
 			return errors.New("no leader")
 		}
@@ -57,7 +58,7 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	})
 	killed := time.Now()
 	cl.Kill(leader)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if l := cl.Leader(); l < 0 || l == leader {
 			return fmt.Errorf("leader %d", l)
 		}
@@ -65,7 +66,7 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	})
 	// Wait until both nodes had a keepalive sent after the kill
 	// acknowledged: their deadlines then lie beyond killed + TTL - margin.
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		min := killed.Add(3*time.Second - 750*time.Millisecond)
 		for _, n := range nodes {
 			if !n.Deadline().After(min) {
@@ -111,7 +112,7 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 		t.Fatalf("acquire without quorum: %v", err)
 	}
 	t.Logf("acquire without quorum: %v", err)
-	checkFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 15*time.Second, 10*time.Millisecond, func() error {
 		for i, n := range nodes {
 			if n.Valid() || len(n.Owned()) != 0 || []*recHost{ha, hb}[i].lostCount() == 0 {
 				return fmt.Errorf("%s still valid or owning %d shards", n.ID(), len(n.Owned()))
@@ -127,7 +128,7 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	if err := cl.Restart(rctx, down[0]); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for _, n := range nodes {
 			if !n.Valid() {
 				return fmt.Errorf("%s has no session", n.ID())
@@ -138,7 +139,7 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	if err := cl.Restart(rctx, down[1]); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(obs, prefix) })
 	w.check(t)
 	if err := h.checkNoOverlap(); err != nil {
 		t.Fatal(err)

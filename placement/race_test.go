@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 )
 
@@ -59,7 +60,7 @@ func testRace(t *testing.T, count int) {
 		}
 		t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 	for i, n := range nodes {
 		if got, want := hosts[i].activeCopy(), n.Owned(); !equalOwned(got, want) {
 			t.Fatalf("%s: host holds %d shards, node owns %d", n.ID(), len(got), len(want))
@@ -76,10 +77,10 @@ func testRace(t *testing.T, count int) {
 	for _, n := range rest {
 		n.SetLive(restLive)
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return settled(256, rest, restLive) })
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error { return settled(256, rest, restLive) })
 
 	// Check the histories: etcd's (every revision) and the hosts'.
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(watchClient, prefix) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return w.matches(watchClient, prefix) })
 	w.check(t)
 	if err := h.checkNoOverlap(); err != nil {
 		t.Fatal(err)

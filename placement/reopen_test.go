@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 )
 
@@ -80,7 +81,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 	cfg.Shards = 16
 	h := newRecHost("a", &history{})
 	n := startNode(t, cfg, c, h)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if got := len(n.Owned()); got != 16 {
 			return fmt.Errorf("owns %d shards", got)
 		}
@@ -91,7 +92,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 
 	// End the session: with keepalives suspended its deadline passes.
 	n.SuspendKeepalives(true)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if n.Lease() != 0 {
 			return errors.New("session still open")
 		}
@@ -104,7 +105,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 
 	// A new session opens and registers while no revoke has got through.
 	var newLease clientv3.LeaseID
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		newLease = n.Lease()
 		if newLease == 0 || !n.Valid() {
 			return errors.New("no new session yet")
@@ -126,7 +127,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 	}
 
 	// The revoke is bounded per attempt and retried.
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if a, _ := gate.counts(); a < 2 {
 			return fmt.Errorf("%d revoke attempts", a)
 		}
@@ -136,7 +137,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 	// Once revokes get through, the old locks free and the node takes every
 	// shard again under its new lease, at higher epochs.
 	gate.open()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		owned := n.Owned()
 		if len(owned) != 16 {
 			return fmt.Errorf("owns %d shards", len(owned))

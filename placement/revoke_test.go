@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 )
 
@@ -32,7 +33,7 @@ func TestRevokeIfExpiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		revoked, err := placement.RevokeIfExpiring(ctx, c, g.ID)
 		if err != nil {
 			return err
@@ -71,7 +72,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 		nodes[id].SetLive(live)
 	}
 	all := []*placement.Node{nodes["a"], nodes["b"], nodes["c"]}
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, all, live) })
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, all, live) })
 
 	// Pick a victim; the survivors agree on who revokes it.
 	victim := "c"
@@ -91,7 +92,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 		t.Fatalf("%s (not the revoker) revoked: %v %v", other, ok, err)
 	}
 	start := time.Now()
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		ok, err := nodes[revoker].RevokeDead(context.Background(), victim)
 		if err != nil {
 			return err
@@ -103,10 +104,10 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 	})
 	t.Logf("lease of %s revoked %v after it stopped renewing", victim, time.Since(start))
 	survivorNodes := []*placement.Node{nodes["a"], nodes["b"]}
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error { return settled(256, survivorNodes, survivors) })
+	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error { return settled(256, survivorNodes, survivors) })
 	// The victim notices at its next keepalive or its deadline.
 	nodes[victim].SuspendKeepalives(false)
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if hosts[victim].lostCount() == 0 {
 			return errors.New("victim never told it lost its shards")
 		}
@@ -150,7 +151,7 @@ func TestHandoffRateLimitedAndRefusable(t *testing.T) {
 	cfgA.HandoffRate = 50
 	cfgA.HandoffBurst = 4
 	a := startNode(t, cfgA, newClient(t, srv.Endpoints()...), ha)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if n := len(a.Owned()); n != 256 {
 			return fmt.Errorf("a owns %d", n)
 		}
@@ -162,7 +163,7 @@ func TestHandoffRateLimitedAndRefusable(t *testing.T) {
 	live := []string{"a", "b"}
 	a.SetLive(live)
 	b.SetLive(live)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		ha.mu.Lock()
 		defer ha.mu.Unlock()
 		if ha.refused >= 2*cfgA.HandoffBurst {
@@ -179,7 +180,7 @@ func TestHandoffRateLimitedAndRefusable(t *testing.T) {
 	ha.refuse = false
 	ha.mu.Unlock()
 	start := time.Now()
-	checkFor(t, 30*time.Second, 5*time.Millisecond, func() error {
+	testutil.Eventually(t, 30*time.Second, 5*time.Millisecond, func() error {
 		ha.mu.Lock()
 		n := len(ha.releases)
 		ha.mu.Unlock()

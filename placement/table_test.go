@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
@@ -142,7 +143,7 @@ func TestTableWatchCompleteness(t *testing.T) {
 
 	// Heavy churn while the table watches.
 	churn(direct, prefix, seed, 8, 250)
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error { return tableMatches(direct, tbl, prefix) })
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return tableMatches(direct, tbl, prefix) })
 	select {
 	case <-changes:
 	default:
@@ -165,7 +166,7 @@ func TestTableWatchCompleteness(t *testing.T) {
 	if err := cl.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return tableMatches(direct, tbl, prefix) })
+	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error { return tableMatches(direct, tbl, prefix) })
 	if tbl.Revision() <= before {
 		t.Fatalf("table revision %d did not move past %d", tbl.Revision(), before)
 	}
@@ -187,7 +188,7 @@ func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *countHandler) WithGroup(string) slog.Handler            { return h }
 func (h *countHandler) Handle(ctx context.Context, r slog.Record) error {
 	if os.Getenv("ORDO_TEST_LOG") != "" {
-		_ = quietLogger().Handler().Handle(ctx, r)
+		_ = testutil.Logger().Handler().Handle(ctx, r)
 	}
 	if r.Message != h.msg {
 		return nil
@@ -213,7 +214,7 @@ func TestTableStartFailsWithoutEtcd(t *testing.T) {
 	srv := startEtcd(t)
 	eps := srv.Endpoints()
 	srv.Close()
-	tbl, err := placement.NewTable(newClient(t, eps...), "/ordo/x", quietLogger())
+	tbl, err := placement.NewTable(newClient(t, eps...), "/ordo/x", testutil.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -142,13 +144,12 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 		done <- result{code, out, stderr}
 	}()
 	// Crash n3 once the load has made it write.
-	deadline := time.Now().Add(30 * time.Second)
-	for cl.Node(2).Host().Stats().Batch.Writes < 20 {
-		if time.Now().After(deadline) {
-			t.Fatal("the load made no writes on n3 within 30s")
+	testutil.Eventually(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if w := cl.Node(2).Host().Stats().Batch.Writes; w < 20 {
+			return fmt.Errorf("the load made %d writes on n3, want 20", w)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	cl.Kill(2)
 	if err := cl.Restart(ctx, 2); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 )
 
@@ -95,20 +96,10 @@ func Seed(t *testing.T) uint64 {
 }
 
 // CheckFor calls f every interval until it returns nil, failing the test
-// with f's last error when timeout passes first.
+// with f's last error when timeout passes first (testutil.Eventually).
 func CheckFor(t testing.TB, timeout, interval time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
+	testutil.Eventually(t, timeout, interval, f)
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
@@ -25,21 +26,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
 	)
-}
-
-func checkFor(t *testing.T, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }
 
 func client(t *testing.T, eps ...string) *clientv3.Client {
@@ -75,7 +61,7 @@ func stopLeader(t *testing.T, ctx context.Context, stop func(cl *etcdembed.Clust
 	if err := put(c, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if leader = cl.Leader(); leader < 0 {
 			return errors.New("no leader")
 		}
@@ -85,7 +71,7 @@ func stopLeader(t *testing.T, ctx context.Context, stop func(cl *etcdembed.Clust
 	if cl.Running(leader) {
 		t.Fatal("stopped member still running")
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if l := cl.Leader(); l < 0 || l == leader {
 			return fmt.Errorf("leader %d", l)
 		}
@@ -107,7 +93,7 @@ func TestClusterKillRestart(t *testing.T) {
 	if err := cl.Restart(ctx, leader); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
 	if err := cl.Restart(ctx, other); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +125,7 @@ func TestProxyPartition(t *testing.T) {
 		t.Fatalf("write through a partition: %v", err)
 	}
 	px.Heal()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
 	px.Delay(50 * time.Millisecond)
 	start := time.Now()
 	if err := put(c, 5*time.Second); err != nil {
@@ -187,5 +173,5 @@ func TestClusterCrashRestart(t *testing.T) {
 	if err := cl.Restart(ctx, leader); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return put(c, time.Second) })
 }

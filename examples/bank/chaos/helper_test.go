@@ -129,19 +129,3 @@ func procState(pid int) string {
 	}
 	return s[i+2 : i+3]
 }
-
-// checkFor polls f until it returns nil or timeout passes.
-func checkFor(t *testing.T, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ordo-actors/ordo/internal/testutil"
 )
 
 func TestProcKillTakesTheProcessGroup(t *testing.T) {
@@ -20,7 +22,7 @@ func TestProcKillTakesTheProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gc int
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		b, err := os.ReadFile(pidFile)
 		if err != nil {
 			return err
@@ -38,7 +40,7 @@ func TestProcKillTakesTheProcessGroup(t *testing.T) {
 	if p.running() {
 		t.Fatal("running after kill")
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if alive(gc) {
 			return os.ErrExist
 		}
@@ -65,7 +67,7 @@ func TestProcStopContRestart(t *testing.T) {
 	if err := p.signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testutil.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if s := procState(p.pid()); s != "T" {
 			return os.ErrInvalid
 		}

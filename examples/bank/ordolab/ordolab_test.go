@@ -3,12 +3,14 @@ package ordolab_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ordo-actors/ordo/examples/bank/inproc"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
 	"github.com/ordo-actors/ordo/examples/bank/ordolab"
+	"github.com/ordo-actors/ordo/internal/testutil"
 )
 
 // The ordo approach under the lab's pauses: transfers carrying a pause
@@ -73,12 +75,11 @@ func TestApproachWithPauses(t *testing.T) {
 		if n == nil {
 			continue
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for len(inproc.Unserved(n)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s holds shards %v that it does not serve", n.ID(), inproc.Unserved(n))
+		testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+			if u := inproc.Unserved(n); len(u) > 0 {
+				return fmt.Errorf("%s holds shards %v that it does not serve", n.ID(), u)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }

@@ -33,6 +33,19 @@ func dial(ctx context.Context, f *clientFlags, stderr io.Writer) (*cluster.Clien
 	return c, nil
 }
 
+// withClient dials the cluster, runs f with a context bounded by
+// --timeout, and closes the client.
+func (f *clientFlags) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *cluster.Client) error) error {
+	c, err := dial(cmd.Context(), f, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	return fn(ctx, c)
+}
+
 func printJSON(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -138,18 +151,13 @@ func newTransferCmd() *cobra.Command {
 			if err := ledger.TransferRef(id).Validate(); err != nil {
 				return usagef("--id %q: %v", id, err)
 			}
-			c, err := dial(cmd.Context(), &cf, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			st, err := ledger.SubmitAndWait(ctx, c, id, from, to, amount)
-			if err != nil {
-				return fmt.Errorf("transfer %s: %w", id, err)
-			}
-			return printJSON(cmd.OutOrStdout(), transferOut(id, st))
+			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
+				st, err := ledger.SubmitAndWait(ctx, c, id, from, to, amount)
+				if err != nil {
+					return fmt.Errorf("transfer %s: %w", id, err)
+				}
+				return printJSON(cmd.OutOrStdout(), transferOut(id, st))
+			})
 		},
 	}
 	cf.register(cmd.Flags())
@@ -175,18 +183,13 @@ func newBalanceCmd() *cobra.Command {
 			if err := checkAccountName("account", account); err != nil {
 				return err
 			}
-			c, err := dial(cmd.Context(), &cf, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			b, err := actors.Call[*bankpb.Balance](ctx, c, ledger.AccountRef(account), &bankpb.GetBalance{})
-			if err != nil {
-				return fmt.Errorf("balance of %s: %w", account, err)
-			}
-			return printJSON(cmd.OutOrStdout(), map[string]any{"account": account, "balance": b.Amount})
+			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
+				b, err := actors.Call[*bankpb.Balance](ctx, c, ledger.AccountRef(account), &bankpb.GetBalance{})
+				if err != nil {
+					return fmt.Errorf("balance of %s: %w", account, err)
+				}
+				return printJSON(cmd.OutOrStdout(), map[string]any{"account": account, "balance": b.Amount})
+			})
 		},
 	}
 	cf.register(cmd.Flags())
@@ -212,18 +215,13 @@ func newTransferStatusCmd() *cobra.Command {
 			if err := ledger.TransferRef(id).Validate(); err != nil {
 				return usagef("--id %q: %v", id, err)
 			}
-			c, err := dial(cmd.Context(), &cf, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			st, err := actors.Call[*bankpb.TransferState](ctx, c, ledger.TransferRef(id), &bankpb.GetTransfer{})
-			if err != nil {
-				return fmt.Errorf("transfer %s: %w", id, err)
-			}
-			return printJSON(cmd.OutOrStdout(), transferOut(id, st))
+			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
+				st, err := actors.Call[*bankpb.TransferState](ctx, c, ledger.TransferRef(id), &bankpb.GetTransfer{})
+				if err != nil {
+					return fmt.Errorf("transfer %s: %w", id, err)
+				}
+				return printJSON(cmd.OutOrStdout(), transferOut(id, st))
+			})
 		},
 	}
 	cf.register(cmd.Flags())

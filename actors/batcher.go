@@ -3,29 +3,92 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"google.golang.org/protobuf/proto"
 )
 
 // errWriteCanceled fails writes withdrawn before they were sent (their
 // entity restarted or their shard was dropped).
 var errWriteCanceled = errors.New("actors: write canceled")
 
-// write is one entity write handed to the batcher.
+// write is one entity write handed to the batcher: the parts of the
+// entity's record, which the batcher encodes only when it puts the record
+// in a Save (a newer write of the entity replaces a queued one, so many
+// writes between two Saves cost one encode). Every slice is immutable.
 type write struct {
-	rec persistence.Record
+	ref   Ref
+	en    *entry // the writer; the batcher advances en.durable
+	shard uint32
+	epoch int64
+	seq   uint64
+	state []byte
+	// recent are the entity's dedup entries, each encoded as an
+	// EntityRecord.recent field, oldest first.
+	recent [][]byte
+	size   int // len(state) plus the bytes of recent
+	// after are writes of co-located entities this one depends on: it is
+	// never sent before them, only with them (same Save) or after them.
+	after []writeDep
+	// expect is the number of co-located messages released with this write
+	// as their dependency: the batcher keeps it back (up to colocateLinger)
+	// until each receiver's write arrives, or the receiver says it made
+	// none, so that they share one Save.
+	expect int
 	// done is called exactly once, from the batcher's goroutine, with nil
-	// when rec is durable or the reason it is not.
+	// when the write is durable or the reason it is not.
 	done func(error)
+}
+
+// writeDep names write seq of the entity en (or any later one).
+type writeDep struct {
+	en  *entry
+	seq uint64
 }
 
 // pending is the newest not-yet-sent write of one entity, with the done
 // callbacks of every write it replaced (a newer snapshot covers them).
 type pending struct {
-	rec  persistence.Record
-	done []func(error)
+	w      write
+	after  []writeDep
+	expect int       // co-located writes still expected to join
+	linger time.Time // when to stop waiting for them
+	done   []func(error)
+}
+
+// colocateLinger bounds how long a write waits for the writes of the
+// co-located entities it sent messages to (a receiver that stopped before
+// handling its message never reports).
+const colocateLinger = 2 * time.Millisecond
+
+// record encodes p's write as the record a Save stores.
+func (p *pending) record() persistence.Record {
+	w := &p.w
+	data, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, w.size+32),
+		&ordopb.EntityRecord{State: w.state, Epoch: w.epoch, Seq: w.seq})
+	if err != nil {
+		// Three scalar fields and bytes: failing here is a bug.
+		panic(fmt.Sprintf("actors: encoding record of %s: %v", w.ref, err))
+	}
+	for _, b := range w.recent {
+		data = append(data, b...)
+	}
+	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data}
+}
+
+// ready reports whether every write p depends on is durable or in the
+// batch being built (inBatch: the highest seq per entry).
+func (p *pending) ready(inBatch map[*entry]uint64) bool {
+	for _, d := range p.after {
+		if d.en.durable.Load() < d.seq && inBatch[d.en] < d.seq {
+			return false
+		}
+	}
+	return true
 }
 
 type poison struct {
@@ -34,10 +97,12 @@ type poison struct {
 	err   error
 }
 
-// batchOp is a write or a cancel.
+// batchOp is a write, a cancel, or a co-located receiver's report that it
+// made no write depending on dep.
 type batchOp struct {
 	w      write
 	cancel *cancelReq
+	dep    *writeDep
 }
 
 type cancelReq struct {
@@ -60,6 +125,9 @@ type BatchStats struct {
 	Fenced uint64
 	// Failed is the number of records whose Save failed otherwise.
 	Failed uint64
+	// Encodes is the number of records encoded: one per record a Save
+	// carries, however many writes of the entity it covers.
+	Encodes uint64
 }
 
 // batcher is the per-host group committer. One goroutine owns the queue.
@@ -123,6 +191,15 @@ func (b *batcher) submit(w write) {
 	}
 }
 
+// noWrite reports that the receiver of a co-located message that depended
+// on dep made no write of its own.
+func (b *batcher) noWrite(dep writeDep) {
+	select {
+	case b.in <- batchOp{dep: &dep}:
+	case <-b.done:
+	}
+}
+
 // cancelEntity withdraws the entity's unsent writes (they fail with
 // errWriteCanceled) and returns once none of its writes is in flight.
 func (b *batcher) cancelEntity(ref Ref, epoch int64) { b.doCancel(cancelReq{ref: ref, epoch: epoch}) }
@@ -180,8 +257,22 @@ func (b *batcher) run(parent context.Context) {
 	var timer *time.Timer
 	var timerC <-chan time.Time
 	var firstQueued time.Time
+	var lingerT *time.Timer
+	var lingerC <-chan time.Time
+	// joined counts a co-located write that arrived for (or a report of
+	// none from) the receiver of a message that depends on dep.
+	joined := func(dep writeDep) {
+		if p, ok := queue[dep.en.ref]; ok && p.w.en == dep.en && p.expect > 0 {
+			p.expect--
+		}
+	}
 	ctx, cancelCtx := context.WithCancel(parent)
 	defer cancelCtx()
+	defer func() {
+		if lingerT != nil {
+			lingerT.Stop()
+		}
+	}()
 
 	failQueued := func(match func(*pending) bool, err error) {
 		kept := order[:0]
@@ -189,7 +280,7 @@ func (b *batcher) run(parent context.Context) {
 			p := queue[ref]
 			if match(p) {
 				delete(queue, ref)
-				bytes -= len(p.rec.Data)
+				bytes -= p.w.size
 				for _, d := range p.done {
 					d(err)
 				}
@@ -200,13 +291,13 @@ func (b *batcher) run(parent context.Context) {
 		order = kept
 	}
 	matches := func(r cancelReq, p *pending) bool {
-		if p.rec.Epoch != r.epoch {
+		if p.w.epoch != r.epoch {
 			return false
 		}
 		if r.all {
-			return p.rec.Shard == r.shard
+			return p.w.shard == r.shard
 		}
-		return p.rec.Kind == r.ref.Kind && p.rec.ID == r.ref.ID
+		return p.w.ref == r.ref
 	}
 	inFlightMatch := func(r cancelReq) bool {
 		for _, batch := range inflight {
@@ -225,8 +316,8 @@ func (b *batcher) run(parent context.Context) {
 		}
 		size := 0
 		batch := make([]*pending, 0, n)
-		recs := make([]persistence.Record, 0, n)
 		epochs := make(map[uint32]int64)
+		var inBatch map[*entry]uint64
 		var rest []Ref
 		i := 0
 		for ; i < len(order) && len(batch) < n; i++ {
@@ -237,20 +328,43 @@ func (b *batcher) run(parent context.Context) {
 				rest = append(rest, order[i])
 				continue
 			}
-			if len(batch) > 0 && size+len(p.rec.Data) > b.maxBytes {
+			if len(batch) > 0 && size+p.w.size > b.maxBytes {
 				break
 			}
 			// One epoch per shard in a Save: the outcome is per shard, so a
 			// stale owner's record must never share a batch with the new
 			// owner's records of the same shard.
-			if e, ok := epochs[p.rec.Shard]; ok && e != p.rec.Epoch {
+			if e, ok := epochs[p.w.shard]; ok && e != p.w.epoch {
 				rest = append(rest, order[i])
 				continue
 			}
-			epochs[p.rec.Shard] = p.rec.Epoch
-			size += len(p.rec.Data)
+			// A write that depends on a co-located entity's write goes with
+			// it or after it, never before: a Save is atomic per shard, and
+			// both are in one shard.
+			if len(p.after) > 0 && !p.ready(inBatch) {
+				rest = append(rest, order[i])
+				continue
+			}
+			// A write whose co-located receivers have not all written yet
+			// waits a little for them, to share the Save.
+			if p.expect > 0 {
+				if now := time.Now(); now.Before(p.linger) {
+					if lingerC == nil {
+						lingerT = time.NewTimer(p.linger.Sub(now))
+						lingerC = lingerT.C
+					}
+					rest = append(rest, order[i])
+					continue
+				}
+				p.expect = 0
+			}
+			epochs[p.w.shard] = p.w.epoch
+			size += p.w.size
 			batch = append(batch, p)
-			recs = append(recs, p.rec)
+			if inBatch == nil {
+				inBatch = make(map[*entry]uint64)
+			}
+			inBatch[p.w.en] = p.w.seq
 			delete(queue, order[i])
 			inflightSet[order[i]] = true
 		}
@@ -259,12 +373,17 @@ func (b *batcher) run(parent context.Context) {
 			return false
 		}
 		bytes -= size
+		recs := make([]persistence.Record, len(batch))
+		for i, p := range batch {
+			recs[i] = p.record()
+		}
 		id := nextBatch
 		nextBatch++
 		inflight[id] = batch
 		b.statsMu.Lock()
 		b.stats.Saves++
 		b.stats.Records += uint64(len(recs))
+		b.stats.Encodes += uint64(len(recs))
 		b.statsMu.Unlock()
 		if b.onBatch != nil {
 			b.onBatch(len(recs))
@@ -301,7 +420,16 @@ func (b *batcher) run(parent context.Context) {
 		}
 
 		select {
+		case <-lingerC:
+			lingerC = nil
+			stalled = false
+
 		case op := <-b.in:
+			if op.dep != nil {
+				joined(*op.dep)
+				stalled = false
+				continue
+			}
 			if op.cancel != nil {
 				r := *op.cancel
 				failQueued(func(p *pending) bool { return matches(r, p) }, errWriteCanceled)
@@ -322,9 +450,9 @@ func (b *batcher) run(parent context.Context) {
 			b.statsMu.Lock()
 			b.stats.Writes++
 			b.statsMu.Unlock()
-			ref := Ref{Kind: w.rec.Kind, ID: w.rec.ID}
+			ref := w.ref
 			if p, ok := poisoned[ref]; ok {
-				if p.epoch == w.rec.Epoch {
+				if p.epoch == w.epoch {
 					w.done(p.err)
 					continue
 				}
@@ -332,9 +460,21 @@ func (b *batcher) run(parent context.Context) {
 				// instance's failure says nothing about it.
 				delete(poisoned, ref)
 			}
-			if p, ok := queue[ref]; ok && p.rec.Epoch == w.rec.Epoch {
-				bytes += len(w.rec.Data) - len(p.rec.Data)
-				p.rec = w.rec
+			for _, d := range w.after {
+				joined(d)
+			}
+			var linger time.Time
+			if w.expect > 0 {
+				linger = time.Now().Add(colocateLinger)
+			}
+			if p, ok := queue[ref]; ok && p.w.epoch == w.epoch {
+				bytes += w.size - p.w.size
+				p.w = w
+				p.after = append(p.after, w.after...)
+				p.expect += w.expect
+				if w.expect > 0 {
+					p.linger = linger
+				}
 				p.done = append(p.done, w.done)
 				continue
 			} else if ok {
@@ -343,9 +483,9 @@ func (b *batcher) run(parent context.Context) {
 			if len(order) == 0 {
 				firstQueued = time.Now()
 			}
-			queue[ref] = &pending{rec: w.rec, done: []func(error){w.done}}
+			queue[ref] = &pending{w: w, after: w.after, expect: w.expect, linger: linger, done: []func(error){w.done}}
 			order = append(order, ref)
-			bytes += len(w.rec.Data)
+			bytes += w.size
 
 		case <-timerC:
 			timerC = nil
@@ -356,11 +496,11 @@ func (b *batcher) run(parent context.Context) {
 				err := res.err
 				if err == nil {
 					var ok bool
-					if err, ok = res.outcome[p.rec.Shard]; !ok {
+					if err, ok = res.outcome[p.w.shard]; !ok {
 						err = errors.New("actors: store reported no outcome for the shard")
 					}
 				}
-				ref := Ref{Kind: p.rec.Kind, ID: p.rec.ID}
+				ref := p.w.ref
 				delete(inflightSet, ref)
 				if err != nil {
 					if errors.Is(err, persistence.ErrFenced) {
@@ -369,10 +509,12 @@ func (b *batcher) run(parent context.Context) {
 						failed++
 					}
 					// A failed write fails every later write of the entity.
-					poisoned[ref] = poison{shard: p.rec.Shard, epoch: p.rec.Epoch, err: err}
+					poisoned[ref] = poison{shard: p.w.shard, epoch: p.w.epoch, err: err}
 					failQueued(func(q *pending) bool {
-						return q.rec.Kind == ref.Kind && q.rec.ID == ref.ID && q.rec.Epoch == p.rec.Epoch
+						return q.w.ref == ref && q.w.epoch == p.w.epoch
 					}, err)
+				} else {
+					p.w.en.advanceDurable(p.w.seq)
 				}
 				for _, d := range p.done {
 					d(err)
@@ -403,7 +545,7 @@ func (b *batcher) run(parent context.Context) {
 				for _, p := range res.batch {
 					err := res.err
 					if err == nil {
-						err = res.outcome[p.rec.Shard]
+						err = res.outcome[p.w.shard]
 					}
 					for _, d := range p.done {
 						d(err)
@@ -418,9 +560,10 @@ func (b *batcher) run(parent context.Context) {
 			for {
 				select {
 				case op := <-b.in:
-					if op.cancel != nil {
+					switch {
+					case op.cancel != nil:
 						close(op.cancel.ack)
-					} else {
+					case op.dep == nil:
 						op.w.done(ErrClosed)
 					}
 				default:

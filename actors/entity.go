@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"runtime/debug"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
@@ -29,9 +30,19 @@ type (
 	}
 	drainReq     struct{}
 	passivateReq struct{}
+	// waitExpired ends a deferred request whose deadline passed.
+	waitExpired struct {
+		gen uint64
+		w   *waiter
+	}
+	// releaseWaiters fails every deferred request (the shard is handed off).
+	releaseWaiters struct{}
 )
 
-var passivateNow = &passivateReq{}
+var (
+	passivateNow      = &passivateReq{}
+	releaseWaitersNow = &releaseWaiters{}
+)
 
 // entity is the actor of one active entity. All fields are used from the
 // actor's goroutine only.
@@ -49,15 +60,45 @@ type entity struct {
 	seq       uint64 // sequence number of the last write made
 	durable   uint64 // highest sequence number known durable
 	lastState []byte // encoded state as of the last write or load
-	recent    []*ordopb.DedupEntry
-	recentEnc [][]byte // recent[i] encoded as field 4 of EntityRecord
-	recentIdx map[string]*ordopb.DedupEntry
+	// recentEnc[i] is the i-th dedup entry, oldest first, encoded as field
+	// 4 of EntityRecord. The slice is only appended to and cut from the
+	// front, never written in place, so a write can share it with the
+	// batcher without a copy.
+	recentEnc  [][]byte
+	recentSize int // bytes of recentEnc
+	recentIdx  map[string]*ordopb.DedupEntry
+	recentIDs  []string // request IDs of recentEnc, in the same order
+	dirty      bool     // the dedup window changed since the last write
+	after      []writeDep
 
 	held     []held // replies and messages waiting for durability, in order
 	outbox   []*outMsg
 	conts    map[uint64]func(*anypb.Any, error)
 	nextCont uint64
 	drain    *drainReq
+
+	// Deferred replies: requests whose handler called Defer, by key and by
+	// request ID, and the resolutions a handler or continuation made.
+	waiting     map[string][]*waiter
+	waitIdx     map[string]*waiter
+	deferKey    string
+	resolutions []resolution
+}
+
+// waiter is one deferred request and the duplicates that arrived while it
+// was pending; all get the same reply.
+type waiter struct {
+	key   string
+	id    string
+	hash  uint64
+	calls []*call
+	timer *time.Timer
+}
+
+type resolution struct {
+	key   string
+	reply proto.Message
+	err   error
 }
 
 type held struct {
@@ -69,7 +110,8 @@ type held struct {
 
 type outMsg struct {
 	env    *ordopb.Envelope
-	contID uint64 // 0: no continuation
+	msg    proto.Message // the payload, unencoded, for a co-located target
+	contID uint64        // 0: no continuation
 }
 
 // Receive implements actor.Actor.
@@ -78,6 +120,7 @@ func (e *entity) Receive(ctx actor.Context) {
 		if r := recover(); r != nil {
 			e.h.log.Error("entity crashed", "entity", e.ref, "panic", r, "stack", string(debug.Stack()))
 			e.failHeld(errf(ordopb.Code_CODE_INTERNAL, "entity %s crashed", e.ref))
+			e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "entity %s crashed", e.ref))
 			e.h.mu.Lock()
 			e.h.removeLocked(e.en)
 			e.h.mu.Unlock()
@@ -106,8 +149,16 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *drainReq:
 		e.drain = m
 		e.maybeDrained(ctx)
+	case *waitExpired:
+		if m.gen == e.gen && e.waitIdx[m.w.id] == m.w {
+			e.unwait(m.w)
+			e.failWaiter(m.w, errf(ordopb.Code_CODE_DEADLINE, "deadline passed while %s deferred its reply", e.ref))
+		}
+	case *releaseWaiters:
+		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.ref))
 	case *actor.Stopping:
 		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
+		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.conts = nil
 	case *actor.Stopped:
 		close(e.en.stopped)
@@ -115,7 +166,7 @@ func (e *entity) Receive(ctx actor.Context) {
 }
 
 func (e *entity) quiescent() bool {
-	return e.seq == e.durable && len(e.held) == 0 && len(e.conts) == 0
+	return e.seq == e.durable && len(e.held) == 0 && len(e.conts) == 0 && len(e.waitIdx) == 0
 }
 
 func (e *entity) maybeDrained(ctx actor.Context) {
@@ -126,6 +177,15 @@ func (e *entity) maybeDrained(ctx actor.Context) {
 
 func (e *entity) handleInvoke(c *call) {
 	env := c.env
+	if c.after != nil {
+		// A co-located sender's write waits for this one to share its
+		// Save: tell the batcher when this message makes no write.
+		defer func() {
+			if c.after != nil {
+				e.h.batcher.noWrite(*c.after)
+			}
+		}()
+	}
 	if d := env.GetDeadlineUnixNano(); d != 0 && timeNow().UnixNano() > d {
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was processed", e.ref)))
 		return
@@ -137,9 +197,12 @@ func (e *entity) handleInvoke(c *call) {
 		}
 	}
 	id := env.GetRequestId()
-	hash := payloadHash(env.GetPayload())
+	var hash uint64 // 0 for a co-located message, which is never encoded
+	if c.msg == nil {
+		hash = payloadHash(env.GetPayload())
+	}
 	if d, ok := e.recentIdx[id]; ok {
-		if d.GetPayloadHash() != hash {
+		if !sameHash(d.GetPayloadHash(), hash) {
 			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST,
 				"request ID %q was already used for a different request to %s", id, e.ref)))
 			return
@@ -147,53 +210,226 @@ func (e *entity) handleInvoke(c *call) {
 		e.hold(e.seq, c, d.GetReply(), nil)
 		return
 	}
-	name := env.GetPayload().MessageName()
+	if w, ok := e.waitIdx[id]; ok {
+		if !sameHash(w.hash, hash) {
+			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST,
+				"request ID %q was already used for a different request to %s", id, e.ref)))
+			return
+		}
+		w.calls = append(w.calls, c) // a retry while the reply is deferred: same answer
+		return
+	}
+	msg := c.msg
+	var name protoreflect.FullName
+	if msg != nil {
+		name = msg.ProtoReflect().Descriptor().FullName()
+	} else {
+		name = env.GetPayload().MessageName()
+	}
 	write, newMsg, ok := e.beh.find(name)
 	if !ok {
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", e.ref.Kind, name)))
 		return
 	}
-	msg := newMsg()
-	if err := env.GetPayload().UnmarshalTo(msg); err != nil {
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "decoding %s: %v", name, err)))
-		return
+	if msg == nil {
+		msg = newMsg()
+		if err := env.GetPayload().UnmarshalTo(msg); err != nil {
+			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "decoding %s: %v", name, err)))
+			return
+		}
 	}
 
-	e.outbox = e.outbox[:0]
+	e.begin()
 	out, panicked, herr := e.runHandler(id, msg)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
 		return
 	}
-	rep := &ordopb.Reply{RequestId: id}
-	if herr != nil {
-		rep.Error = handlerErrorProto(herr)
-		if write {
-			e.rollback()
-		}
-	} else if out != nil {
-		any, err := anypb.New(out)
-		if err != nil {
-			e.rollback()
-			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "encoding reply: %v", err)))
-			return
-		}
-		rep.Payload = any
-	}
 	if !write {
+		if herr == nil && (e.deferKey != "" || len(e.resolutions) > 0) {
+			e.deferKey, e.resolutions = "", e.resolutions[:0]
+			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s deferred or resolved a reply (only write handlers may)", name, e.ref)
+		}
+		rep, err := replyOf(id, out, herr)
+		if err != nil {
+			rep = errReply(env, err)
+		}
 		e.flushOutbox(e.seq)
 		e.hold(e.seq, c, rep, nil)
 		return
 	}
-	e.remember(id, hash, rep)
-	if err := e.persist(); err != nil {
+	if herr != nil {
+		e.rollback()
+	}
+	rep, err := replyOf(id, out, herr)
+	if err != nil {
+		e.rollback()
 		e.h.finish(c, errReply(env, err))
-		e.restart(err)
 		return
 	}
-	e.flushOutbox(e.seq)
+	if e.deferKey != "" {
+		w := &waiter{key: e.deferKey, id: id, hash: hash, calls: []*call{c}}
+		e.wait(w, env.GetDeadlineUnixNano())
+		seq := e.seq
+		if c.after != nil {
+			e.after = append(e.after, *c.after)
+		}
+		if err := e.commit(false); err == nil && e.seq == seq && c.after != nil {
+			e.after = e.after[:len(e.after)-1] // nothing written: nothing depends on the sender
+			return
+		}
+		c.after = nil
+		return
+	}
+	e.remember(id, hash, rep)
+	if c.after != nil {
+		e.after = append(e.after, *c.after)
+		c.after = nil
+	}
+	if err := e.commit(true); err != nil {
+		return
+	}
 	e.hold(e.seq, c, rep, nil)
+}
+
+// sameHash reports whether two payload hashes may be of the same request
+// (0 stands for a co-located message, whose payload was never encoded).
+func sameHash(a, b uint64) bool { return a == b || a == 0 || b == 0 }
+
+// replyOf builds the reply to request id from what a handler returned.
+func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
+	rep := &ordopb.Reply{RequestId: id}
+	if herr != nil {
+		rep.Error = handlerErrorProto(herr)
+		return rep, nil
+	}
+	if out != nil {
+		any, err := anypb.New(out)
+		if err != nil {
+			return nil, errf(ordopb.Code_CODE_INTERNAL, "encoding reply: %v", err)
+		}
+		rep.Payload = any
+	}
+	return rep, nil
+}
+
+// begin readies the per-run buffers before a handler, hook or
+// continuation runs.
+func (e *entity) begin() {
+	e.outbox = e.outbox[:0]
+	e.deferKey = ""
+	e.resolutions = e.resolutions[:0]
+}
+
+// commit ends a write handler, hook or continuation that did not fail: it
+// applies its resolutions of deferred replies, writes the state when it
+// changed (always when force is set: a write handler's dedup entry), and
+// releases its messages and replies behind that write. On a failed write
+// the entity has restarted and commit returns the error.
+func (e *entity) commit(force bool) error {
+	resolved := e.resolve()
+	state, err := e.beh.snapshot()
+	if err == nil && (force || e.dirty || string(state) != string(e.lastState)) {
+		err = e.persist(state)
+	}
+	if err != nil {
+		e.rollback()
+		e.restart(err)
+		return err
+	}
+	e.flushOutbox(e.seq)
+	for _, r := range resolved {
+		for _, c := range r.calls {
+			e.hold(e.seq, c, r.rep, nil)
+		}
+	}
+	return nil
+}
+
+type resolved struct {
+	calls []*call
+	rep   *ordopb.Reply
+}
+
+// resolve turns the run's resolutions into dedup entries (written with the
+// run's state) and the replies to send once that write is durable.
+func (e *entity) resolve() []resolved {
+	if len(e.resolutions) == 0 {
+		return nil
+	}
+	var out []resolved
+	for _, r := range e.resolutions {
+		for _, w := range e.waiting[r.key] {
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			delete(e.waitIdx, w.id)
+			rep, err := replyOf(w.id, r.reply, r.err)
+			if err != nil {
+				rep = &ordopb.Reply{RequestId: w.id, Error: ErrorToProto(err)}
+			}
+			e.remember(w.id, w.hash, rep)
+			out = append(out, resolved{calls: w.calls, rep: rep})
+		}
+		delete(e.waiting, r.key)
+	}
+	e.resolutions = e.resolutions[:0]
+	return out
+}
+
+// wait registers a deferred request.
+func (e *entity) wait(w *waiter, deadline int64) {
+	if e.waiting == nil {
+		e.waiting = make(map[string][]*waiter)
+		e.waitIdx = make(map[string]*waiter)
+	}
+	e.waiting[w.key] = append(e.waiting[w.key], w)
+	e.waitIdx[w.id] = w
+	if deadline != 0 {
+		gen, pid, root := e.gen, e.self, e.h.system.Root
+		w.timer = time.AfterFunc(time.Until(time.Unix(0, deadline)), func() {
+			root.Send(pid, &waitExpired{gen: gen, w: w})
+		})
+	}
+}
+
+// unwait forgets a deferred request.
+func (e *entity) unwait(w *waiter) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	delete(e.waitIdx, w.id)
+	ws := e.waiting[w.key]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(e.waiting, w.key)
+	} else {
+		e.waiting[w.key] = ws
+	}
+}
+
+func (e *entity) failWaiter(w *waiter, err *Error) {
+	for _, c := range w.calls {
+		e.h.finish(c, errReply(c.env, err))
+	}
+}
+
+// failWaiting fails every deferred request with err (retryable): a retry
+// finds the outcome where the entity lives next.
+func (e *entity) failWaiting(err *Error) {
+	for _, w := range e.waitIdx {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		e.failWaiter(w, err)
+	}
+	e.waiting, e.waitIdx = nil, nil
 }
 
 // runHandler runs the handler, catching a panic.
@@ -219,6 +455,8 @@ func handlerErrorProto(err error) *ordopb.Error {
 // messages the handler meant to send.
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
+	e.deferKey = ""
+	e.resolutions = e.resolutions[:0]
 	if err := e.beh.load(e.lastState); err != nil {
 		// lastState was produced by snapshot; failing to decode it is a bug.
 		panic(fmt.Sprintf("actors: %s: cannot decode own state: %v", e.ref, err))
@@ -231,15 +469,25 @@ func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
 		e.recentIdx = make(map[string]*ordopb.DedupEntry)
 	}
 	d := &ordopb.DedupEntry{RequestId: id, Reply: rep, PayloadHash: hash}
-	e.recent = append(e.recent, d)
-	e.recentEnc = append(e.recentEnc, encodeRecent(d))
+	enc := encodeRecent(d)
+	e.recentEnc = append(e.recentEnc, enc)
+	e.recentIDs = append(e.recentIDs, id)
+	e.recentSize += len(enc)
 	e.recentIdx[id] = d
-	if over := len(e.recent) - e.h.cfg.DedupWindow; over > 0 {
-		for _, d := range e.recent[:over] {
-			delete(e.recentIdx, d.GetRequestId())
+	e.dirty = true
+	if over := len(e.recentEnc) - e.h.cfg.DedupWindow; over > 0 {
+		for i, old := range e.recentEnc[:over] {
+			delete(e.recentIdx, e.recentIDs[i])
+			e.recentSize -= len(old)
 		}
-		e.recent = append(e.recent[:0], e.recent[over:]...)
-		e.recentEnc = append(e.recentEnc[:0], e.recentEnc[over:]...)
+		// Cut from the front without writing in place: a write in flight
+		// may share the old slice. Copy once the dropped prefix is as long
+		// as the window, so the backing array stays bounded.
+		e.recentEnc, e.recentIDs = e.recentEnc[over:], e.recentIDs[over:]
+		if cap(e.recentEnc) > 2*e.h.cfg.DedupWindow+16 && len(e.recentEnc) == cap(e.recentEnc) {
+			e.recentEnc = append(make([][]byte, 0, 2*e.h.cfg.DedupWindow), e.recentEnc...)
+			e.recentIDs = append(make([]string, 0, 2*e.h.cfg.DedupWindow), e.recentIDs...)
+		}
 	}
 }
 
@@ -269,46 +517,34 @@ func encodeRecent(d *ordopb.DedupEntry) []byte {
 	return protowire.AppendBytes(b, body)
 }
 
-// persist encodes the entity's record and hands it to the batcher.
-func (e *entity) persist() error {
-	state, err := e.beh.snapshot()
-	if err != nil {
-		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
-	}
+// persist hands the entity's new state (encoded, and the rollback point
+// from now on) to the batcher, with the dedup window as it is now. The
+// record itself is encoded by the batcher, once per Save.
+func (e *entity) persist(state []byte) error {
 	e.seq++
-	size := len(state) + 32
-	for _, b := range e.recentEnc {
-		size += len(b)
-	}
-	data, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, size),
-		&ordopb.EntityRecord{State: state, Epoch: e.epoch, Seq: e.seq})
-	if err != nil {
-		return errf(ordopb.Code_CODE_INTERNAL, "encoding record of %s: %v", e.ref, err)
-	}
-	for _, b := range e.recentEnc {
-		data = append(data, b...)
-	}
 	e.lastState = state
+	e.dirty = false
+	n := len(e.recentEnc)
+	expect := 0
+	for _, out := range e.outbox {
+		if out.msg != nil {
+			expect++
+		}
+	}
 	gen, seq, pid, root := e.gen, e.seq, e.self, e.h.system.Root
 	e.h.batcher.submit(write{
-		rec: persistence.Record{Kind: e.ref.Kind, ID: e.ref.ID, Shard: e.shard.id, Epoch: e.epoch, Data: data},
+		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
+		state:  state,
+		recent: e.recentEnc[:n:n],
+		size:   len(state) + e.recentSize,
+		after:  e.after,
+		expect: expect,
 		done: func(err error) {
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
 	})
+	e.after = nil
 	return nil
-}
-
-// persistIfChanged writes the state if a hook or continuation changed it.
-func (e *entity) persistIfChanged() error {
-	state, err := e.beh.snapshot()
-	if err != nil {
-		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
-	}
-	if string(state) == string(e.lastState) {
-		return nil
-	}
-	return e.persist()
 }
 
 // hold queues a reply (c, rep) or a message (out) until write dep is
@@ -373,15 +609,23 @@ func (e *entity) handleWriteDone(m *writeDone) {
 }
 
 // restart discards the in-memory state after a failed write; the next
-// message reloads it from storage.
+// message reloads it from storage. An entity with writes not yet durable
+// may have co-located entities whose writes depend on them: then the
+// whole shard is given up instead, and served again under a new epoch.
 func (e *entity) restart(cause error) {
+	if e.seq != e.durable {
+		e.h.shardLost(e.shard, cause)
+		return
+	}
 	e.h.log.Warn("entity write failed; restarting from storage", "entity", e.ref, "err", cause)
 	e.gen++
 	e.h.batcher.cancelEntity(e.ref, e.epoch)
 	e.failHeld(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
+	e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
 	e.conts = nil
 	e.loaded = false
-	e.recent, e.recentEnc, e.recentIdx = nil, nil, nil
+	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
+	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
 
@@ -416,31 +660,46 @@ func (e *entity) activate() error {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
 	}
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
-	e.recent = stored.GetRecent()
-	e.recentEnc = make([][]byte, len(e.recent))
-	e.recentIdx = make(map[string]*ordopb.DedupEntry, len(e.recent))
-	for i, d := range e.recent {
+	e.en.advanceDurable(e.seq)
+	recent := stored.GetRecent()
+	e.recentEnc = make([][]byte, len(recent), max(len(recent), e.h.cfg.DedupWindow))
+	e.recentIDs = make([]string, len(recent), cap(e.recentEnc))
+	e.recentIdx = make(map[string]*ordopb.DedupEntry, len(recent))
+	e.recentSize = 0
+	for i, d := range recent {
 		e.recentIdx[d.GetRequestId()] = d
+		e.recentIDs[i] = d.GetRequestId()
 		e.recentEnc[i] = encodeRecent(d)
+		e.recentSize += len(e.recentEnc[i])
 	}
 	e.loaded = true
-	e.outbox = e.outbox[:0]
+	e.begin()
 	if e.beh.activate() {
-		if err := e.persistIfChanged(); err != nil {
-			e.rollback()
-			return err
+		if err := e.commit(false); err != nil {
+			return errf(ordopb.Code_CODE_UNAVAILABLE, "activating %s: %v", e.ref, err)
 		}
-		e.flushOutbox(e.seq)
 	}
 	return nil
 }
 
-// outgoing is called by Context.Send/Request during a handler.
+// outgoing is called by Context.Send/Request during a handler. A message
+// to an entity of the entity's own shard (co-located, or by chance) is not
+// encoded: it is handed over in memory.
 func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error)) {
 	out := &outMsg{env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID}}
-	any, err := anypb.New(msg)
-	if err == nil {
-		out.env.Payload = any
+	var err error
+	if ShardOf(ref, e.h.cfg.Shards) == e.shard.id {
+		out.msg = msg
+		if msg == nil {
+			err = errors.New("nil message")
+		} else if verr := ref.Validate(); verr != nil {
+			err = verr
+		}
+	} else {
+		var any *anypb.Any
+		if any, err = anypb.New(msg); err == nil {
+			out.env.Payload = any
+		}
 	}
 	if cont != nil {
 		if e.conts == nil {
@@ -448,14 +707,13 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 		}
 		e.nextCont++
 		out.contID = e.nextCont
+		e.conts[out.contID] = cont
 		if err != nil {
 			cerr := errf(ordopb.Code_CODE_BAD_REQUEST, "encoding message to %s: %v", ref, err)
-			e.conts[out.contID] = cont
 			// Deliver the error as a later message, never re-entrantly.
 			e.h.system.Root.Send(e.self, &contDone{gen: e.gen, id: out.contID, rep: errReply(out.env, cerr)})
 			return
 		}
-		e.conts[out.contID] = cont
 	} else if err != nil {
 		e.h.log.Error("dropping unencodable message", "from", e.ref, "to", ref, "err", err)
 		return
@@ -463,12 +721,35 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 	e.outbox = append(e.outbox, out)
 }
 
+// flushOutbox releases the run's messages behind write dep. A message to a
+// co-located entity leaves at once, carrying the dependency instead: the
+// receiver's write then never becomes durable before this one (same Save
+// or a later one), so the two can share a Save.
 func (e *entity) flushOutbox(dep uint64) {
 	for _, out := range e.outbox {
+		if out.msg != nil {
+			var after *writeDep
+			if dep > e.durable {
+				after = &writeDep{en: e.en, seq: dep}
+			}
+			e.sendLocal(out, after)
+			continue
+		}
 		e.held = append(e.held, held{dep: dep, out: out})
 	}
 	e.outbox = e.outbox[:0]
 	e.release()
+}
+
+// sendLocal hands a co-located message to the host, unencoded.
+func (e *entity) sendLocal(out *outMsg, after *writeDep) {
+	out.env.DeadlineUnixNano = timeNow().Add(e.h.cfg.RequestTimeout).UnixNano()
+	gen, id, pid, root := e.gen, out.contID, e.self, e.h.system.Root
+	e.h.submitLocal(out.env, out.msg, after, func(rep *ordopb.Reply) {
+		if id != 0 {
+			root.Send(pid, &contDone{gen: gen, id: id, rep: rep})
+		}
+	})
 }
 
 // send routes a released message. It runs under the ownership of the
@@ -517,7 +798,7 @@ func (e *entity) handleCont(m *contDone) {
 	if !e.loaded {
 		return // restarted meanwhile; durable state carries the work
 	}
-	e.outbox = e.outbox[:0]
+	e.begin()
 	var panicked any
 	func() {
 		defer func() { panicked = recover() }()
@@ -528,12 +809,5 @@ func (e *entity) handleCont(m *contDone) {
 		e.rollback()
 		return
 	}
-	if err := e.persistIfChanged(); err != nil {
-		e.rollback()
-		e.restart(err)
-		return
-	}
-	e.flushOutbox(e.seq)
+	e.commit(false)
 }
-
-var _ protoreflect.FullName // keep the import for handler lookups by name

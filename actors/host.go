@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Host runs the entities of the shards it owns. It is told which shards it
@@ -88,11 +89,27 @@ type entry struct {
 	// stopped is closed when the actor has stopped, whatever the reason.
 	stopped chan struct{}
 	gone    bool // removed from the host's maps (guarded by Host.mu)
+	// durable is the highest sequence number of the entity's writes known
+	// durable, advanced by the batcher: co-located writes that depend on
+	// this entity's wait for it.
+	durable atomic.Uint64
+}
+
+// advanceDurable raises en.durable to seq.
+func (en *entry) advanceDurable(seq uint64) {
+	for {
+		cur := en.durable.Load()
+		if cur >= seq || en.durable.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // call is one admitted request; its reply is delivered exactly once.
 type call struct {
 	env   *ordopb.Envelope
+	msg   proto.Message // the payload of a co-located message (env.Payload is then nil)
+	after *writeDep     // the sender's write a co-located message depends on
 	reply func(*ordopb.Reply)
 	shard *shardState
 	done  atomic.Bool
@@ -292,6 +309,11 @@ func (h *Host) Release(ctx context.Context, shard uint32, epoch int64) error {
 		if len(sh.calls) == 0 {
 			close(sh.idle)
 		}
+		// Deferred replies may wait for long (a saga): their callers retry
+		// at the shard's next owner instead of holding the drain up.
+		for _, en := range sh.entities {
+			h.system.Root.Send(en.pid, releaseWaitersNow)
+		}
 	}
 	idle := sh.idle
 	h.mu.Unlock()
@@ -401,6 +423,21 @@ func (h *Host) removeLocked(en *entry) {
 // Submit delivers env to its entity; reply is called exactly once, from
 // some goroutine, with the reply. It never blocks on the entity.
 func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+	if env.GetPayload() == nil {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "missing payload")))
+		return
+	}
+	h.admit(&call{env: env, reply: reply})
+}
+
+// submitLocal delivers a co-located message, unencoded, that depends on
+// the sender's write after (nil when it is durable).
+func (h *Host) submitLocal(env *ordopb.Envelope, msg proto.Message, after *writeDep, reply func(*ordopb.Reply)) {
+	h.admit(&call{env: env, msg: msg, after: after, reply: reply})
+}
+
+func (h *Host) admit(c *call) {
+	env, reply := c.env, c.reply
 	ref, err := RefFromProto(env.GetTarget())
 	if err != nil {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "%v", err)))
@@ -413,10 +450,6 @@ func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	}
 	if env.GetRequestId() == "" || len(env.GetRequestId()) > maxRequestIDLen {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "request ID must be 1 to %d bytes", maxRequestIDLen)))
-		return
-	}
-	if env.GetPayload() == nil {
-		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "missing payload")))
 		return
 	}
 	shard := ShardOf(ref, h.cfg.Shards)
@@ -433,7 +466,7 @@ func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 		reply(errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "shard %d of %s", shard, ref)))
 		return
 	}
-	c := &call{env: env, reply: reply, shard: sh}
+	c.shard = sh
 	sh.calls[c] = struct{}{}
 	en := sh.entities[ref]
 	if en == nil {

@@ -148,8 +148,42 @@ func (c *Context[S]) Epoch() int64 { return c.ent.epoch }
 // continuations).
 func (c *Context[S]) RequestID() string { return c.requestID }
 
+// Defer makes the write handler's reply wait: the handler's return value
+// is ignored (return nil, nil), its state changes are written as usual, and
+// the request stays pending under key until a later handler, hook or
+// continuation of this entity calls Resolve(key, ...). Several requests
+// may wait on one key; a retry of a pending request (same request ID)
+// waits for the same answer. The answer is recorded for deduplication and
+// leaves, like any reply, once it is durable. A pending request fails with
+// a retryable error when the entity stops (passivation, handoff, failover,
+// a lost shard) or its deadline passes; its retry runs the handler again
+// where the entity lives next, so durable state must let it find the
+// outcome (a saga's status). Defer may be called from write handlers only.
+func (c *Context[S]) Defer(key string) {
+	if c.requestID == "" {
+		panic("actors: Defer outside a request handler")
+	}
+	c.ent.deferKey = key
+}
+
+// Resolve answers every request pending under key (see Defer) with reply,
+// or with err (a handler error, as a handler would return it). The
+// answers are written with the state this run leaves and sent once that
+// write is durable. It reports how many requests were waiting. Call it
+// from write handlers, hooks and continuations.
+func (c *Context[S]) Resolve(key string, reply proto.Message, err error) int {
+	n := len(c.ent.waiting[key])
+	if n > 0 {
+		c.ent.resolutions = append(c.ent.resolutions, resolution{key: key, reply: reply, err: err})
+	}
+	return n
+}
+
 // Send sends msg to the entity ref without waiting for a reply. The
-// message leaves only once the state the handler wrote is durable.
+// message leaves only once the state the handler wrote is durable; to a
+// co-located entity (same shard) it leaves at once, unencoded, and the
+// receiver's write is never durable before this entity's. msg must not be
+// changed after the call.
 // requestID identifies the message for the receiver's deduplication: use
 // an ID derived from durable state so that a resend is recognised.
 func (c *Context[S]) Send(ref Ref, msg proto.Message, requestID string) {

@@ -1,0 +1,146 @@
+package actors_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"github.com/ordo-actors/ordo/proto/testpb"
+	"github.com/stretchr/testify/require"
+)
+
+// countingRouter counts the messages that leave through the router (the
+// transport, in a cluster) and delivers them to the host.
+type countingRouter struct {
+	routed atomic.Int64
+	host   atomic.Pointer[actors.Host]
+}
+
+func (r *countingRouter) Route(_ context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+	r.routed.Add(1)
+	r.host.Load().Submit(env, done)
+}
+
+func TestColocatedRefs(t *testing.T) {
+	a := actors.Ref{Kind: "account", ID: "acct-1"}
+	x, err := actors.Colocated("transfer", a, "t-1")
+	require.NoError(t, err)
+	require.Equal(t, "{account/acct-1}t-1", x.ID)
+	with, ok := actors.PlacedWith(x)
+	require.True(t, ok)
+	require.Equal(t, a, with)
+	for _, shards := range []int{1, 7, 256, 4096} {
+		require.Equal(t, actors.ShardOf(a, shards), actors.ShardOf(x, shards))
+	}
+	_, err = actors.Colocated("transfer", actors.Ref{Kind: "account", ID: "a}b"}, "t")
+	require.Error(t, err)
+	_, err = actors.Colocated("transfer", actors.Ref{}, "t")
+	require.Error(t, err)
+	for _, id := range []string{"plain", "{}x", "{/}x", "{a/}x", "{/b}x", "{ab}x", "{a/b"} {
+		_, ok := actors.PlacedWith(actors.Ref{Kind: "k", ID: id})
+		require.False(t, ok, id)
+	}
+}
+
+// A message between co-located entities never goes through the router,
+// and the sender's write and the receiver's write share one Save.
+func TestColocatedMessagesStayLocalAndShareASave(t *testing.T) {
+	r := &countingRouter{}
+	var mu sync.Mutex
+	var batches []int
+	h := newHarness(t, func(c *actors.HostConfig) {
+		c.Router = r
+		c.OnBatch = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
+	})
+	r.host.Store(h.host)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "a", 1) // activate the receiver
+	require.NoError(t, err)
+	sender, err := actors.Colocated("counter", ref("a"), "x")
+	require.NoError(t, err)
+	_, err = actors.Call[*testpb.Value](ctx, h.host, sender, &testpb.Get{}) // activate the sender
+	require.NoError(t, err)
+
+	mu.Lock()
+	batches = nil
+	mu.Unlock()
+	_, err = actors.Call[*testpb.Value](ctx, h.host, sender, &testpb.Forward{To: "a", Delta: 5, RequestId: "fwd-1"})
+	require.NoError(t, err)
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if v, _ := h.stored("a"); v != 6 {
+			return errPending
+		}
+		return nil
+	})
+	require.Zero(t, r.routed.Load(), "co-located messages through the router")
+	mu.Lock()
+	first := batches[0]
+	mu.Unlock()
+	require.Equal(t, 2, first, "records in the Save of the sender's write: want its own and the receiver's")
+
+	// Control: a message to another shard goes through the router.
+	var far string
+	for i := 0; ; i++ {
+		far = "far" + string(rune('a'+i))
+		if actors.ShardOf(ref(far), h.cfg.Shards) != actors.ShardOf(ref("a"), h.cfg.Shards) {
+			break
+		}
+	}
+	_, err = actors.Call[*testpb.Value](ctx, h.host, sender, &testpb.Forward{To: far, Delta: 1, RequestId: "fwd-2"})
+	require.NoError(t, err)
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if r.routed.Load() != 1 {
+			return errPending
+		}
+		return nil
+	})
+}
+
+// Many writes to one entity between two Saves cost one record encode.
+func TestOneEncodePerSave(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "hot", 1)
+	require.NoError(t, err)
+	before := h.host.Stats().Batch
+
+	release := h.store.BlockSaves()
+	const n = 50
+	replies := make(chan *ordopb.Reply, n+1)
+	submit := func(i int) {
+		env, err := actors.Envelope(ref("hot"), &testpb.Add{Delta: 1}, actors.NewRequestID())
+		require.NoError(t, err)
+		h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	}
+	submit(0) // its Save blocks in the store
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if h.host.Stats().Batch.Saves == before.Saves {
+			return errPending
+		}
+		return nil
+	})
+	for i := 1; i <= n; i++ {
+		submit(i)
+	}
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if h.host.Stats().Batch.Writes-before.Writes < n+1 {
+			return errPending
+		}
+		return nil
+	})
+	release()
+	for i := 0; i <= n; i++ {
+		require.Nil(t, (<-replies).GetError())
+	}
+	after := h.host.Stats().Batch
+	require.EqualValues(t, n+1, after.Writes-before.Writes)
+	require.EqualValues(t, 2, after.Encodes-before.Encodes, "record encodes for %d writes in two Saves", n+1)
+	require.Equal(t, after.Records-before.Records, after.Encodes-before.Encodes)
+	v, _ := h.stored("hot")
+	require.EqualValues(t, n+2, v)
+}

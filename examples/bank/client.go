@@ -148,7 +148,7 @@ func newTransferCmd() *cobra.Command {
 			if amount <= 0 {
 				return usagef("--amount %d must be positive", amount)
 			}
-			if err := ledger.TransferRef(id).Validate(); err != nil {
+			if err := ledger.TransferRef(from, id).Validate(); err != nil {
 				return usagef("--id %q: %v", id, err)
 			}
 			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
@@ -199,12 +199,12 @@ func newBalanceCmd() *cobra.Command {
 
 func newTransferStatusCmd() *cobra.Command {
 	var (
-		cf clientFlags
-		id string
+		cf       clientFlags
+		id, from string
 	)
 	cmd := &cobra.Command{
-		Use:   "transfer-status --etcd E --id ID",
-		Short: "Read a transfer's status",
+		Use:   "transfer-status --etcd E --id ID --from A",
+		Short: "Read a transfer's status (a transfer is named by its source account and its ID)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cf.validate(); err != nil {
 				return err
@@ -212,11 +212,14 @@ func newTransferStatusCmd() *cobra.Command {
 			if id == "" {
 				return usagef("--id is required")
 			}
-			if err := ledger.TransferRef(id).Validate(); err != nil {
+			if err := checkAccountName("from", from); err != nil {
+				return err
+			}
+			if err := ledger.TransferRef(from, id).Validate(); err != nil {
 				return usagef("--id %q: %v", id, err)
 			}
 			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
-				st, err := actors.Call[*bankpb.TransferState](ctx, c, ledger.TransferRef(id), &bankpb.GetTransfer{})
+				st, err := actors.Call[*bankpb.TransferState](ctx, c, ledger.TransferRef(from, id), &bankpb.GetTransfer{})
 				if err != nil {
 					return fmt.Errorf("transfer %s: %w", id, err)
 				}
@@ -226,6 +229,7 @@ func newTransferStatusCmd() *cobra.Command {
 	}
 	cf.register(cmd.Flags())
 	cmd.Flags().StringVar(&id, "id", "", "transfer ID (required)")
+	cmd.Flags().StringVar(&from, "from", "", "the transfer's source account (required)")
 	return cmd
 }
 

@@ -73,6 +73,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"transfer", "--etcd", "e", "--id", "t1", "--from", "acct-000001", "--to", "acct-000002", "--amount", "0"}, "--amount 0"},
 		{[]string{"balance", "--etcd", "e"}, "--account"},
 		{[]string{"transfer-status", "--etcd", "e"}, "--id is required"},
+		{[]string{"transfer-status", "--etcd", "e", "--id", "x"}, "--from"},
 		{[]string{"load", "--etcd", "e", "--accounts", "10"}, "--history is required"},
 		{[]string{"load", "--etcd", "e", "--history", "h", "--concurrency", "0"}, "concurrency"},
 		{[]string{"check", "--etcd", "e", "--accounts", "10"}, "--history is required"},
@@ -208,7 +209,7 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, `"status": "rejected"`) || !strings.Contains(out, history.InsufficientFunds) {
 		t.Fatalf("transfer: exit %d\n%s%s", code, out, stderr)
 	}
-	code, out, stderr = runCLI(t, ctx, append([]string{"transfer-status", "--id", "manual-1"}, common...)...)
+	code, out, stderr = runCLI(t, ctx, append([]string{"transfer-status", "--id", "manual-1", "--from", "acct-000001"}, common...)...)
 	if code != exitOK || !strings.Contains(out, `"status": "rejected"`) {
 		t.Fatalf("transfer-status: exit %d\n%s%s", code, out, stderr)
 	}

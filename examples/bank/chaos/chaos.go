@@ -218,8 +218,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("history: %v", err))
 	}
 	if ops, err := history.ReadFile(hist); err == nil {
-		status := func(ctx context.Context, id string) (*bankpb.TransferState, error) {
-			return cluster.Call[*bankpb.TransferState](ctx, client, ledger.TransferRef(id), &bankpb.GetTransfer{})
+		status := func(ctx context.Context, id, from string) (*bankpb.TransferState, error) {
+			return cluster.Call[*bankpb.TransferState](ctx, client, ledger.TransferRef(from, id), &bankpb.GetTransfer{})
 		}
 		rep.Sagas = watchSagas(ctx, status, ops, 30*time.Second)
 		r.logf("%6.1fs %v", time.Since(r.start).Seconds(), rep.Sagas)

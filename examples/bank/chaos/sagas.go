@@ -29,17 +29,20 @@ type Sagas struct {
 	ByStatus map[string]int `json:"by_status"`
 }
 
-// statusReader reads a transfer's state. Safe for concurrent use.
-type statusReader func(ctx context.Context, id string) (*bankpb.TransferState, error)
+// statusReader reads the state of transfer id from account from. Safe
+// for concurrent use.
+type statusReader func(ctx context.Context, id, from string) (*bankpb.TransferState, error)
 
 // watchSagas reads the state of every transfer the history left unknown,
 // every 500 ms, until each is final (or was never submitted) or wait
 // passes.
 func watchSagas(ctx context.Context, read statusReader, ops []history.Op, wait time.Duration) Sagas {
 	var ids []string
+	from := map[string]string{}
 	for _, op := range ops {
 		if op.Op == history.OpTransfer && op.Outcome == history.Unknown {
 			ids = append(ids, op.ID)
+			from[op.ID] = op.From
 		}
 	}
 	s := Sagas{Unknown: len(ids), SettledMS: -1}
@@ -53,7 +56,7 @@ func watchSagas(ctx context.Context, read statusReader, ops []history.Op, wait t
 			go func() {
 				defer wg.Done()
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				st, err := read(rctx, id)
+				st, err := read(rctx, id, from[id])
 				cancel()
 				status := "unreadable"
 				switch {

@@ -21,7 +21,7 @@ func TestWatchSagas(t *testing.T) {
 		{Op: history.OpTransfer, ID: "ok", From: a, To: b, Amount: 1, Outcome: history.OK},
 	}
 	var reads atomic.Int32
-	read := func(ctx context.Context, id string) (*bankpb.TransferState, error) {
+	read := func(ctx context.Context, id, _ string) (*bankpb.TransferState, error) {
 		reads.Add(1)
 		switch id {
 		case "done":
@@ -46,7 +46,7 @@ func TestWatchSagas(t *testing.T) {
 		t.Fatal(s.String())
 	}
 
-	stuck := func(ctx context.Context, id string) (*bankpb.TransferState, error) {
+	stuck := func(ctx context.Context, id, _ string) (*bankpb.TransferState, error) {
 		if id == "late" {
 			return &bankpb.TransferState{Status: bankpb.TransferStatus_TRANSFER_STATUS_DEBITING}, nil
 		}

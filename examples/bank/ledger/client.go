@@ -2,49 +2,19 @@ package ledger
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 )
 
-// SubmitAndWait submits transfer id (request ID derived from it, so a
-// resubmission is recognised) and polls its status until it is final or
-// ctx ends. It returns the final state; a rejected or compensated transfer
-// is a final state, not an error. Errors are call failures (ctx ended,
-// invalid input: the outcome may then be unknown).
+// SubmitAndWait submits transfer id from account from and returns its
+// final state: one call, answered when the saga ends (the request ID is
+// derived from the transfer ID, so a resubmission, or a retry after a
+// failover, waits for the same outcome and never applies the transfer
+// twice). A rejected or compensated transfer is a final state, not an
+// error. Errors are call failures (ctx ended, invalid input: the outcome
+// may then be unknown; submitting again resolves it).
 func SubmitAndWait(ctx context.Context, inv actors.Invoker, id, from, to string, amount int64) (*bankpb.TransferState, error) {
-	st, err := actors.Call[*bankpb.TransferState](ctx, inv, TransferRef(id),
+	return actors.Call[*bankpb.TransferState](ctx, inv, TransferRef(from, id),
 		&bankpb.SubmitTransfer{From: from, To: to, Amount: amount}, actors.WithRequestID(id+":submit"))
-	if err != nil {
-		return nil, err
-	}
-	return Await(ctx, inv, id, st)
-}
-
-// Await polls transfer id until its status is final, starting from st
-// (nil to read it first). Polls back off from 1ms to 50ms.
-func Await(ctx context.Context, inv actors.Invoker, id string, st *bankpb.TransferState) (*bankpb.TransferState, error) {
-	wait := time.Millisecond
-	for st == nil || !Terminal(st.Status) {
-		if st != nil {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, fmt.Errorf("ledger: transfer %s still %s: %w", id, st.Status, ctx.Err())
-			case <-t.C:
-			}
-			if wait < 10*time.Millisecond {
-				wait *= 2
-			}
-		}
-		var err error
-		st, err = actors.Call[*bankpb.TransferState](ctx, inv, TransferRef(id), &bankpb.GetTransfer{})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return st, nil
 }

@@ -1,16 +1,18 @@
 // Package ledger holds the bank example's entities: accounts and the
 // transfer sagas that move money between them.
 //
-// A transfer is a saga entity keyed by its transfer ID. It checks that the
-// destination account is open, debits the source, then credits the
-// destination, each step sent with a request ID derived from the transfer
-// ID and resent (same ID) until answered. Accounts remember the transfers
-// they debited or credited until the saga finishes and tells them to
-// forget, so a resent step is recognised however late it comes. A transfer
-// refused at the check or the debit (unknown account, insufficient funds)
-// has no effect; a credit that can never succeed is compensated by a refund
-// to the source. Submitting the same transfer ID again never applies it
-// twice.
+// A transfer is a saga entity keyed by its source account and transfer ID
+// and placed in the source account's shard (actors.Colocated), so the saga
+// and its debit exchange messages in memory and share one Save. It debits
+// the source, then credits the destination, each step sent with a request
+// ID derived from the transfer ID and resent (same ID) until answered.
+// Accounts remember the transfers they debited or credited until the saga
+// finishes and tells them to forget, so a resent step is recognised however
+// late it comes. A transfer refused at the debit (unknown source,
+// insufficient funds) has no effect; a credit that can never succeed
+// (unknown destination) is compensated by a refund to the source.
+// Submitting the same transfer again never applies it twice; the submit
+// call is answered with the saga's outcome (a deferred reply).
 package ledger
 
 import (
@@ -122,8 +124,17 @@ func checkAccount(c *accountCtx, amount int64) error {
 // AccountRef returns the ref of account id.
 func AccountRef(id string) actors.Ref { return Account.Ref(id) }
 
-// TransferRef returns the ref of transfer id.
-func TransferRef(id string) actors.Ref { return Transfer.Ref(id) }
+// TransferRef returns the ref of transfer id from account from: the
+// transfer lives in its source account's shard ({account/from}id). A
+// transfer is identified by its source and its ID. An invalid from gives
+// a ref that fails validation.
+func TransferRef(from, id string) actors.Ref {
+	r, err := actors.Colocated(Transfer.Name(), AccountRef(from), id)
+	if err != nil {
+		return Transfer.Ref("") // invalid: the call that uses it says so
+	}
+	return r
+}
 
 // Terminal reports whether a transfer status is final.
 func Terminal(s bankpb.TransferStatus) bool {

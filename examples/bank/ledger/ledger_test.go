@@ -71,23 +71,25 @@ func TestTransferOutcomes(t *testing.T) {
 	// Same ID, other parameters: refused.
 	_, err = ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 31)
 	require.ErrorIs(t, err, actors.ErrBadRequest)
-	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("t1"),
+	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("a", "t1"),
 		&bankpb.SubmitTransfer{From: "a", To: "b", Amount: 31}, actors.WithRequestID("another-id"))
 	requireCode(t, err, ledger.CodeConflict)
 
-	// Insufficient funds, unknown accounts, same account: rejected, no effect.
+	// Insufficient funds, unknown source: rejected, no effect. Unknown
+	// destination: debited, then refunded (compensated), no net effect.
 	for _, c := range []struct {
 		id, from, to string
 		amount       int64
+		status       bankpb.TransferStatus
 		code         string
 	}{
-		{"t2", "a", "b", 1000, ledger.CodeInsufficientFunds},
-		{"t3", "a", "nobody", 10, ledger.CodeUnknownAccount},
-		{"t4", "nobody", "b", 10, ledger.CodeUnknownAccount},
+		{"t2", "a", "b", 1000, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, ledger.CodeInsufficientFunds},
+		{"t3", "a", "nobody", 10, bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED, ledger.CodeUnknownAccount},
+		{"t4", "nobody", "b", 10, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, ledger.CodeUnknownAccount},
 	} {
 		st, err := ledger.SubmitAndWait(ctx, h, c.id, c.from, c.to, c.amount)
 		require.NoError(t, err)
-		require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, st.Status, c.id)
+		require.Equal(t, c.status, st.Status, c.id)
 		require.Equal(t, c.code, st.Error, c.id)
 	}
 	_, err = ledger.SubmitAndWait(ctx, h, "t5", "a", "a", 10)
@@ -106,7 +108,7 @@ func TestTransferOutcomes(t *testing.T) {
 	requireCode(t, err, ledger.CodeInvalidAmount)
 	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("zz"), &bankpb.GetBalance{})
 	requireCode(t, err, ledger.CodeUnknownAccount)
-	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("never"), &bankpb.GetTransfer{})
+	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("a", "never"), &bankpb.GetTransfer{})
 	requireCode(t, err, ledger.CodeUnknownTransfer)
 }
 

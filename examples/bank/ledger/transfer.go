@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/bankpb"
@@ -10,9 +11,7 @@ import (
 type transferCtx = actors.Context[*bankpb.Transfer]
 
 const (
-	checking     = bankpb.TransferStatus_TRANSFER_STATUS_CHECKING
 	debiting     = bankpb.TransferStatus_TRANSFER_STATUS_DEBITING
-	crediting    = bankpb.TransferStatus_TRANSFER_STATUS_CREDITING
 	completed    = bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED
 	rejected     = bankpb.TransferStatus_TRANSFER_STATUS_REJECTED
 	compensating = bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATING
@@ -20,7 +19,12 @@ const (
 	unspecified  = bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED
 )
 
-// Transfer is the transfer saga kind.
+// outcome is the key under which Submit requests wait for the saga's end.
+const outcome = "outcome"
+
+// Transfer is the transfer saga kind. A transfer lives in its source
+// account's shard (TransferRef), so the saga and its debit talk in memory
+// and their writes share one Save.
 var Transfer = actors.MustKind("transfer", func() *bankpb.Transfer { return new(bankpb.Transfer) },
 	actors.On(submit),
 	actors.OnRead(func(c *transferCtx, m *bankpb.GetTransfer) (*bankpb.TransferState, error) {
@@ -36,13 +40,19 @@ func state(t *bankpb.Transfer) *bankpb.TransferState {
 	return &bankpb.TransferState{From: t.From, To: t.To, Amount: t.Amount, Status: t.Status, Error: t.Error}
 }
 
+// submit starts the saga, or joins it, and answers with its final state
+// (a deferred reply): one call from the client, no polling.
 func submit(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, error) {
 	t := c.State
 	if t.Status != unspecified {
 		if t.From != m.From || t.To != m.To || t.Amount != m.Amount {
-			return nil, actors.HandlerError(CodeConflict, "transfer %s was submitted with other parameters", c.Ref().ID)
+			return nil, actors.HandlerError(CodeConflict, "transfer %s was submitted with other parameters", transferID(c))
 		}
-		return state(t), nil
+		if Terminal(t.Status) {
+			return state(t), nil
+		}
+		c.Defer(outcome)
+		return nil, nil
 	}
 	if m.Amount <= 0 {
 		return nil, actors.HandlerError(CodeInvalidAmount, "amount %d is not positive", m.Amount)
@@ -55,31 +65,42 @@ func submit(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, er
 	if m.From == m.To {
 		return nil, actors.HandlerError(CodeSameAccount, "source and destination are both %s", m.From)
 	}
-	t.From, t.To, t.Amount, t.Status = m.From, m.To, m.Amount, checking
+	if with, ok := actors.PlacedWith(c.Ref()); !ok || with != AccountRef(m.From) {
+		return nil, actors.HandlerError(CodeConflict, "transfer %s is not placed with its source %s: use TransferRef", c.Ref().ID, m.From)
+	}
+	t.From, t.To, t.Amount, t.Status = m.From, m.To, m.Amount, debiting
 	step(c)
-	return state(t), nil
+	c.Defer(outcome)
+	return nil, nil
 }
 
 // step starts (or restarts) the saga from its durable status. While a
-// transfer is in progress its stored status stays CHECKING: the check, the
-// debit and the credit are each idempotent per transfer ID (accounts keep
-// the IDs of the transfers they debited or credited until the saga tells
-// them to forget), so a saga that restarts from the beginning after a
-// crash repeats no effect. Only the outcome is written, which saves two
-// durable writes per transfer.
+// transfer is in progress its stored status stays DEBITING: the debit and
+// the credit are each idempotent per transfer ID (accounts keep the IDs of
+// the transfers they debited or credited until the saga tells them to
+// forget), so a saga that restarts from the debit after a crash repeats no
+// effect. Only the start and the outcome are written. The start shares
+// its Save with the debit (the source account is co-located), so the
+// critical path is the debit's Save, the credit's Save and the outcome's.
 func step(c *transferCtx) {
-	t := c.State
-	id := c.Ref().ID
-	switch t.Status {
-	case checking, debiting, crediting:
-		actors.Request(c, AccountRef(t.To), &bankpb.CheckOpen{}, id+":check", afterCheck)
+	switch c.State.Status {
+	case debiting:
+		debit(c)
 	case compensating:
-		actors.Request(c, AccountRef(t.From), &bankpb.Credit{TransferId: id + ":refund", Amount: t.Amount}, id+":refund", afterRefund)
+		id := transferID(c)
+		actors.Request(c, AccountRef(c.State.From), &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount},
+			id+":refund", afterRefund)
 	}
 }
 
-func inProgress(t *bankpb.Transfer) bool {
-	return t.Status == checking || t.Status == debiting || t.Status == crediting
+// transferID is the transfer's own ID: its entity ID without the
+// placement prefix.
+func transferID(c *transferCtx) string {
+	if _, ok := actors.PlacedWith(c.Ref()); ok {
+		_, key, _ := strings.Cut(c.Ref().ID, "}")
+		return key
+	}
+	return c.Ref().ID
 }
 
 // permanent reports whether err means the step can never succeed.
@@ -91,48 +112,33 @@ func permanent(err error) (code string, ok bool) {
 	return "", false
 }
 
-func afterCheck(c *transferCtx, _ *bankpb.Balance, err error) {
-	if !inProgress(c.State) {
-		return
-	}
-	if err != nil {
-		if code, ok := permanent(err); ok {
-			c.State.Status, c.State.Error = rejected, code
-			return
-		}
-		step(c) // not answered yet: resend
-		return
-	}
-	debit(c)
-}
-
 func debit(c *transferCtx) {
-	id := c.Ref().ID
+	id := transferID(c)
 	actors.Request(c, AccountRef(c.State.From), &bankpb.Debit{TransferId: id, Amount: c.State.Amount}, id+":debit", afterDebit)
 }
 
 func credit(c *transferCtx) {
-	id := c.Ref().ID
+	id := transferID(c)
 	actors.Request(c, AccountRef(c.State.To), &bankpb.Credit{TransferId: id, Amount: c.State.Amount}, id+":credit", afterCredit)
 }
 
 func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
-	if !inProgress(c.State) {
+	if c.State.Status != debiting {
 		return
 	}
 	if err != nil {
 		if code, ok := permanent(err); ok {
-			c.State.Status, c.State.Error = rejected, code
+			finish(c, rejected, code)
 			return
 		}
-		debit(c)
+		debit(c) // not answered yet: resend
 		return
 	}
 	credit(c)
 }
 
 func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
-	if !inProgress(c.State) {
+	if c.State.Status != debiting {
 		return
 	}
 	if err != nil {
@@ -144,8 +150,7 @@ func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
 		credit(c)
 		return
 	}
-	c.State.Status = completed
-	forget(c)
+	finish(c, completed, "")
 }
 
 func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
@@ -156,17 +161,22 @@ func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
 		step(c) // a refund to an open account cannot fail for good: resend
 		return
 	}
-	c.State.Status = compensated
-	forget(c)
+	finish(c, compensated, c.State.Error)
 }
 
-// forget tells both accounts the saga is over; sent once the final status
-// is durable (output gate), so no step of this transfer is resent after.
-func forget(c *transferCtx) {
-	id := c.Ref().ID
+// finish records the outcome, answers every waiting Submit once it is
+// durable, and tells the accounts to forget the transfer (sent once the
+// outcome is durable, so no step of it is resent after).
+func finish(c *transferCtx, status bankpb.TransferStatus, code string) {
+	c.State.Status, c.State.Error = status, code
+	c.Resolve(outcome, state(c.State), nil)
+	if status == rejected {
+		return // the debit was refused: no account holds the transfer
+	}
+	id := transferID(c)
 	c.Send(AccountRef(c.State.From), &bankpb.Forget{TransferId: id}, id+":forget-from")
 	c.Send(AccountRef(c.State.To), &bankpb.Forget{TransferId: id}, id+":forget-to")
-	if c.State.Status == compensated {
+	if status == compensated {
 		c.Send(AccountRef(c.State.From), &bankpb.Forget{TransferId: id + ":refund"}, id+":forget-refund")
 	}
 }

@@ -33,7 +33,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/inproc"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
@@ -71,9 +70,14 @@ type Approach struct {
 	seq      atomic.Int64
 	pausing  [Nodes]atomic.Bool
 	pauses   atomic.Int64
-	// unsettled holds the IDs of transfers whose client gave up: their
-	// sagas go on, and Balances waits for them to end.
+	// unsettled holds the transfers whose client gave up (ID → transfer):
+	// their sagas go on, and Balances waits for them to end.
 	unsettled sync.Map
+}
+
+type transfer struct {
+	from, to string
+	amount   int64
 }
 
 var _ lab.Approach = (*Approach)(nil)
@@ -112,14 +116,15 @@ func (a *Approach) Transfer(ctx context.Context, from, to int, amount int64) err
 	var st *bankpb.TransferState
 	var err error
 	if d := lab.Pausing(ctx); d > 0 {
-		// Submit (the saga starts), then freeze the node owning the source
-		// while the debit is due, then wait for the outcome.
-		st, err = actors.Call[*bankpb.TransferState](ctx, inv, ledger.TransferRef(id),
-			&bankpb.SubmitTransfer{From: src, To: dst, Amount: amount}, actors.WithRequestID(id+":submit"))
-		if err == nil {
+		// Freeze the node owning the source while the transfer is under
+		// way: the submit waits for the saga's outcome meanwhile.
+		paused := make(chan struct{})
+		go func() {
+			defer close(paused)
 			a.pause(src, d)
-			st, err = ledger.Await(ctx, inv, id, st)
-		}
+		}()
+		st, err = ledger.SubmitAndWait(ctx, inv, id, src, dst, amount)
+		<-paused
 	} else {
 		st, err = ledger.SubmitAndWait(ctx, inv, id, src, dst, amount)
 	}
@@ -127,8 +132,8 @@ func (a *Approach) Transfer(ctx context.Context, from, to int, amount int64) err
 		if code, ok := workload.HandlerCode(err); ok {
 			return fmt.Errorf("%w: %s", lab.ErrAborted, code)
 		}
-		a.unsettled.Store(id, struct{}{}) // the saga goes on: Balances waits for it
-		return err                        // outcome unknown
+		a.unsettled.Store(id, transfer{src, dst, amount}) // the saga goes on: Balances waits for it
+		return err                                        // outcome unknown
 	}
 	switch st.Status {
 	case bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED:
@@ -171,9 +176,11 @@ func (a *Approach) Pauses() int64 { return a.pauses.Load() }
 // are not caught between a debit and its credit.
 func (a *Approach) Balances(ctx context.Context) ([]int64, error) {
 	var errs []error
-	a.unsettled.Range(func(k, _ any) bool {
-		id := k.(string)
-		if _, err := ledger.Await(ctx, a.cl.Client(), id, nil); err != nil {
+	a.unsettled.Range(func(k, v any) bool {
+		id, t := k.(string), v.(transfer)
+		// Submitting again waits for the saga's outcome; it never applies
+		// the transfer twice.
+		if _, err := ledger.SubmitAndWait(ctx, a.cl.Client(), id, t.from, t.to, t.amount); err != nil {
 			errs = append(errs, err)
 			return ctx.Err() == nil
 		}

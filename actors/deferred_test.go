@@ -37,6 +37,13 @@ func latchKind(echoes *atomic.Int64) *actors.KindOf[*testpb.Counter] {
 			c.Resolve("open", nil, actors.HandlerError(m.Code, "closed"))
 			return &testpb.Value{}, nil
 		}),
+		// Forward resolves at once: the answer does not wait for the
+		// write this run makes.
+		actors.On(func(c *latchC, m *testpb.Forward) (*testpb.Value, error) {
+			c.State.Value += m.Delta
+			c.ResolveNow("open", &testpb.Value{Value: c.State.Value}, nil)
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
 		actors.OnRead(func(c *latchC, m *testpb.Get) (*testpb.Value, error) {
 			return &testpb.Value{Value: c.State.Value}, nil
 		}),
@@ -142,6 +149,36 @@ func TestDeferredReplyGatedUntilDurable(t *testing.T) {
 	v, err := actors.Call[*testpb.Value](ctx, l.host, latchRef("a"), &testpb.Echo{}, actors.WithRequestID("echo-1"))
 	require.NoError(t, err)
 	require.EqualValues(t, 42, v.GetValue())
+	require.EqualValues(t, 1, l.echoes.Load(), "Echo handler runs")
+}
+
+// ResolveNow answers before the resolving write is durable (the
+// resolver's own reply still waits for it), and the answer is recorded
+// for deduplication by that write.
+func TestResolveNowSkipsItsOwnWrite(t *testing.T) {
+	l := newLatch(t, nil)
+	wait := l.submit(t, "n", &testpb.Echo{}, "echo-n", time.Time{})
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if l.echoes.Load() != 1 {
+			return errPending
+		}
+		return nil
+	})
+	// Wait until the Echo's own write is durable.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if _, err := l.store.Load(context.Background(), "latch", "n"); err != nil {
+			return err
+		}
+		return nil
+	})
+	release := l.store.BlockSaves()
+	fwd := l.submit(t, "n", &testpb.Forward{Delta: 9}, "fwd-n", time.Time{})
+	require.EqualValues(t, 9, value(t, <-wait)) // while the resolving write is blocked
+	requireNoReply(t, fwd, "the resolver's own reply while its write is blocked")
+	release()
+	require.EqualValues(t, 9, value(t, <-fwd))
+	again := l.submit(t, "n", &testpb.Echo{}, "echo-n", time.Time{})
+	require.EqualValues(t, 9, value(t, <-again))
 	require.EqualValues(t, 1, l.echoes.Load(), "Echo handler runs")
 }
 

@@ -99,6 +99,7 @@ type resolution struct {
 	key   string
 	reply proto.Message
 	err   error
+	early bool // ResolveNow: not held for this run's own write
 }
 
 type held struct {
@@ -329,6 +330,7 @@ func (e *entity) begin() {
 // the entity has restarted and commit returns the error.
 func (e *entity) commit(force bool) error {
 	resolved := e.resolve()
+	before := e.seq
 	state, err := e.beh.snapshot()
 	if err == nil && (force || e.dirty || string(state) != string(e.lastState)) {
 		err = e.persist(state)
@@ -340,8 +342,12 @@ func (e *entity) commit(force bool) error {
 	}
 	e.flushOutbox(e.seq)
 	for _, r := range resolved {
+		dep := e.seq
+		if r.early {
+			dep = before
+		}
 		for _, c := range r.calls {
-			e.hold(e.seq, c, r.rep, nil)
+			e.hold(dep, c, r.rep, nil)
 		}
 	}
 	return nil
@@ -350,6 +356,7 @@ func (e *entity) commit(force bool) error {
 type resolved struct {
 	calls []*call
 	rep   *ordopb.Reply
+	early bool
 }
 
 // resolve turns the run's resolutions into dedup entries (written with the
@@ -370,7 +377,7 @@ func (e *entity) resolve() []resolved {
 				rep = &ordopb.Reply{RequestId: w.id, Error: ErrorToProto(err)}
 			}
 			e.remember(w.id, w.hash, rep)
-			out = append(out, resolved{calls: w.calls, rep: rep})
+			out = append(out, resolved{calls: w.calls, rep: rep, early: r.early})
 		}
 		delete(e.waiting, r.key)
 	}

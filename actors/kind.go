@@ -179,6 +179,24 @@ func (c *Context[S]) Resolve(key string, reply proto.Message, err error) int {
 	return n
 }
 
+// ResolveNow is Resolve for an answer that follows from facts already
+// durable, typically the acknowledgement a continuation just received: the
+// answers leave once the entity's earlier writes are durable, without
+// waiting for the write this run makes (which still records them for
+// deduplication). Use it only when, were that write lost, the entity
+// restarting from its previous durable state would reach the same answer
+// (a saga whose steps are idempotent and whose outcome is decided): a
+// lost write then costs a replay, never a different answer. A saga's
+// final Debit acknowledgement qualifies; a rejection that a replay might
+// not repeat does not.
+func (c *Context[S]) ResolveNow(key string, reply proto.Message, err error) int {
+	n := len(c.ent.waiting[key])
+	if n > 0 {
+		c.ent.resolutions = append(c.ent.resolutions, resolution{key: key, reply: reply, err: err, early: true})
+	}
+	return n
+}
+
 // Send sends msg to the entity ref without waiting for a reply. The
 // message leaves only once the state the handler wrote is durable; to a
 // co-located entity (same shard) it leaves at once, unencoded, and the

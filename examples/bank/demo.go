@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,7 @@ type demoOptions struct {
 	verbose  bool
 	quiet    bool
 	noFsync  bool
+	cpuProf  string
 	wl       workload.Config
 }
 
@@ -77,6 +79,17 @@ only if every invariant holds.`,
 			if err := o.validate(); err != nil {
 				return err
 			}
+			if o.cpuProf != "" {
+				f, err := os.Create(o.cpuProf)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -91,6 +104,7 @@ only if every invariant holds.`,
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log the nodes' messages to stderr")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	fs.BoolVar(&o.noFsync, "unsafe-no-fsync", false, "the embedded etcd skips fsync (faster on slow disks; unsafe)")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	workloadFlags(cmd, &o.wl)
 	return cmd
 }

@@ -80,12 +80,18 @@ func submit(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, er
 // the transfers they debited or credited until the saga tells them to
 // forget), so a saga that restarts from the debit after a crash repeats no
 // effect. Only the start and the outcome are written. The start shares
-// its Save with the debit (the source account is co-located), so the
-// critical path is the debit's Save, the credit's Save and the outcome's.
+// its Save with the debit (the source account is co-located), and the
+// outcome is answered without waiting for its own write (see finish), so
+// a completed transfer's critical path is two durable writes: the debit's
+// Save, then the credit's.
 func step(c *transferCtx) {
 	switch c.State.Status {
 	case debiting:
 		debit(c)
+	case completed, compensated:
+		// The forgets sent when it ended may have been lost with the node:
+		// send them again (forgetting twice is harmless).
+		forget(c)
 	case compensating:
 		id := transferID(c)
 		actors.Request(c, AccountRef(c.State.From), &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount},
@@ -164,19 +170,46 @@ func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
 	finish(c, compensated, c.State.Error)
 }
 
-// finish records the outcome, answers every waiting Submit once it is
-// durable, and tells the accounts to forget the transfer (sent once the
-// outcome is durable, so no step of it is resent after).
+// finish records the outcome, answers every waiting Submit, and tells the
+// accounts to forget the transfer (sent once the outcome is durable, so no
+// step of it is resent after).
+//
+// A completed or compensated transfer is answered at once (ResolveNow):
+// its last step's acknowledgement is durable, and until the outcome's
+// write is durable the accounts still remember the transfer, so a saga
+// restarted from DEBITING or COMPENSATING replays its idempotent steps to
+// the same outcome. That keeps the critical path at two durable writes:
+// the start with the debit (one Save), then the credit. A rejection waits
+// for its write: replayed, the debit could succeed.
 func finish(c *transferCtx, status bankpb.TransferStatus, code string) {
 	c.State.Status, c.State.Error = status, code
-	c.Resolve(outcome, state(c.State), nil)
 	if status == rejected {
+		c.Resolve(outcome, state(c.State), nil)
 		return // the debit was refused: no account holds the transfer
 	}
+	c.ResolveNow(outcome, state(c.State), nil)
+	forget(c)
+}
+
+// forget tells both accounts the transfer is over, resending each Forget
+// until it is answered (a lost one would leave the transfer ID in the
+// account for good).
+func forget(c *transferCtx) {
 	id := transferID(c)
-	c.Send(AccountRef(c.State.From), &bankpb.Forget{TransferId: id}, id+":forget-from")
-	c.Send(AccountRef(c.State.To), &bankpb.Forget{TransferId: id}, id+":forget-to")
-	if status == compensated {
-		c.Send(AccountRef(c.State.From), &bankpb.Forget{TransferId: id + ":refund"}, id+":forget-refund")
+	forgetOne(c, c.State.From, id, id+":forget-from")
+	forgetOne(c, c.State.To, id, id+":forget-to")
+	if c.State.Status == compensated {
+		forgetOne(c, c.State.From, id+":refund", id+":forget-refund")
 	}
+}
+
+func forgetOne(c *transferCtx, account, transferID, requestID string) {
+	actors.Request(c, AccountRef(account), &bankpb.Forget{TransferId: transferID}, requestID,
+		func(c *transferCtx, _ *bankpb.Balance, err error) {
+			if err != nil {
+				if _, ok := permanent(err); !ok {
+					forgetOne(c, account, transferID, requestID)
+				}
+			}
+		})
 }

@@ -1,0 +1,224 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+)
+
+// fault is what happens to the armed Save.
+type fault int
+
+const (
+	crashAfter fault = iota // acknowledged, then the node crashes before anything else runs
+	loseAck                 // the write lands, its acknowledgement is lost
+	loseWrite               // nothing is written, and the outcome is unknown
+)
+
+func (f fault) String() string {
+	return [...]string{"crash-after-save", "lost-ack-of-save", "lost-save"}[f]
+}
+
+// crashStore counts Saves once armed and applies its fault to Save
+// number at.
+type crashStore struct {
+	*memory.Store
+	armed atomic.Bool
+	saves atomic.Int64
+	at    int64
+	fault fault
+	crash func() // called with the host frozen; must not block on it
+}
+
+func (s *crashStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	if !s.armed.Load() {
+		return s.Store.Save(ctx, recs)
+	}
+	n := s.saves.Add(1)
+	if n == s.at {
+		switch s.fault {
+		case loseAck:
+			s.Store.LoseNextAcks(1, nil)
+		case loseWrite:
+			s.Store.FailNextSaves(1, nil)
+		}
+	}
+	out, err := s.Store.Save(ctx, recs)
+	if n == s.at && s.fault == crashAfter {
+		s.crash()
+	}
+	return out, err
+}
+
+// A transfer crashed between any two of its steps, or losing any Save's
+// acknowledgement, settles exactly once: the client's retries (same
+// request ID) get its outcome, money is conserved, and the accounts end
+// up forgetting it.
+func TestTransferSurvivesACrashAtEveryStep(t *testing.T) {
+	for _, f := range []fault{crashAfter, loseAck, loseWrite} {
+		// A transfer makes four Saves: its start with the debit, the
+		// credit, its outcome with the source's forget, the
+		// destination's forget.
+		for at := int64(1); at <= 4; at++ {
+			t.Run(fmt.Sprintf("%v-%d", f, at), func(t *testing.T) { crashAt(t, at, f) })
+		}
+	}
+}
+
+func crashAt(t *testing.T, at int64, f fault) {
+	st := &crashStore{Store: memory.New(), at: at, fault: f}
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 16
+	var h *actors.Host
+	var reown func()
+	// A shard given up after a lost acknowledgement is owned again under
+	// a new epoch, as placement would.
+	cfg.OnShardLost = func(uint32, int64, error) { go reown() }
+	h, err := actors.NewHost(cfg, st, ledger.Account, ledger.Transfer)
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	var epoch atomic.Int64
+	epoch.Store(1)
+	var ownMu sync.Mutex
+	reown = func() {
+		ownMu.Lock()
+		defer ownMu.Unlock()
+		owned := h.Owned()
+		for s := 0; s < cfg.Shards; s++ {
+			if _, ok := owned[uint32(s)]; !ok {
+				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
+			}
+		}
+	}
+	for s := 0; s < cfg.Shards; s++ {
+		require.NoError(t, h.Own(uint32(s), 1))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, h.Shutdown(ctx))
+		st.Close()
+	})
+	var crashed atomic.Bool
+	st.crash = func() {
+		crashed.Store(true)
+		h.Pause() // nothing runs after this acknowledgement until the crash
+		go func() {
+			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
+			reown() // the node is back, under new epochs
+			h.Resume()
+		}()
+	}
+	inv := retrying{h: h, reown: reown}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, a := range []struct {
+		id      string
+		initial int64
+	}{{"a", 100}, {"b", 0}} {
+		_, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef(a.id), &bankpb.Open{Initial: a.initial})
+		require.NoError(t, err)
+	}
+
+	st.armed.Store(true)
+	got, err := ledger.SubmitAndWait(ctx, inv, "t1", "a", "b", 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, got.Status)
+	testutil.Eventually(t, 20*time.Second, time.Millisecond, func() error {
+		if st.saves.Load() < at {
+			return fmt.Errorf("the transfer made %d Saves, want %d", st.saves.Load(), at)
+		}
+		if f == crashAfter && !crashed.Load() {
+			return errors.New("not crashed yet")
+		}
+		return nil
+	})
+	reown()
+
+	require.EqualValues(t, 70, balanceVia(t, ctx, inv, "a"))
+	require.EqualValues(t, 30, balanceVia(t, ctx, inv, "b"))
+	again, err := ledger.SubmitAndWait(ctx, inv, "t1", "a", "b", 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, again.Status)
+	require.EqualValues(t, 70, balanceVia(t, ctx, inv, "a"))
+	require.EqualValues(t, 30, balanceVia(t, ctx, inv, "b"))
+
+	// The saga ends by making both accounts forget it.
+	testutil.Eventually(t, 20*time.Second, 5*time.Millisecond, func() error {
+		reown()
+		// Reading the transfer activates it, if a crash stopped it: it
+		// sends its forgets again.
+		if _, err := actors.Call[*bankpb.TransferState](ctx, inv, ledger.TransferRef("a", "t1"), &bankpb.GetTransfer{}); err != nil {
+			return err
+		}
+		for _, id := range []string{"a", "b"} {
+			acct := storedAccount(t, st.Store, id)
+			if len(acct.Debits)+len(acct.Credits) != 0 {
+				return fmt.Errorf("account %s still holds %v %v", id, acct.Debits, acct.Credits)
+			}
+		}
+		return nil
+	})
+}
+
+// retrying is a client: it retries retryable answers with the same
+// envelope, re-owning shards a crash or a lost write gave up.
+type retrying struct {
+	h     *actors.Host
+	reown func()
+}
+
+func (r retrying) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	for {
+		rep, err := r.h.Invoke(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		if e := actors.ErrorFromProto(rep.GetError()); e == nil || !actors.Retryable(e) {
+			return rep, nil
+		}
+		r.reown()
+		t := time.NewTimer(2 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func balanceVia(t *testing.T, ctx context.Context, inv actors.Invoker, id string) int64 {
+	t.Helper()
+	b, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef(id), &bankpb.GetBalance{})
+	require.NoError(t, err)
+	return b.Amount
+}
+
+func storedAccount(t *testing.T, st *memory.Store, id string) *bankpb.Account {
+	t.Helper()
+	rec, err := st.Load(context.Background(), "account", id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return new(bankpb.Account)
+	}
+	require.NoError(t, err)
+	var er ordopb.EntityRecord
+	require.NoError(t, proto.Unmarshal(rec.Data, &er))
+	var a bankpb.Account
+	require.NoError(t, proto.Unmarshal(er.State, &a))
+	return &a
+}

@@ -669,8 +669,8 @@ func (e *entity) activate() error {
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()
-	e.recentEnc = make([][]byte, len(recent), max(len(recent), e.h.cfg.DedupWindow))
-	e.recentIDs = make([]string, len(recent), cap(e.recentEnc))
+	e.recentEnc = make([][]byte, len(recent))
+	e.recentIDs = make([]string, len(recent))
 	e.recentIdx = make(map[string]*ordopb.DedupEntry, len(recent))
 	e.recentSize = 0
 	for i, d := range recent {

@@ -99,6 +99,15 @@ type Result struct {
 	Throughput float64       // acknowledged transfers per second
 	P50, P99   time.Duration // latency of acknowledged and rejected transfers
 
+	// CPUSeconds is the machine's busy CPU time during Elapsed, all
+	// processes together (the servers of the approach and anything else
+	// running), from /proc/stat. CPUPer1000 is CPUSeconds per 1,000
+	// acknowledged transfers (0 when none was). CPUError says why they were
+	// not measured ("" when they were); reports then show "n/a".
+	CPUSeconds float64
+	CPUPer1000 float64
+	CPUError   string
+
 	// ExpectedTotal is Accounts × InitialBalance; Total the final sum.
 	ExpectedTotal, Total int64
 	// AccountsOff counts accounts whose final balance differs from
@@ -155,6 +164,7 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	}
 	pick := newPicker(w.Accounts, w.Zipf)
 	workers := make([]*worker, w.Concurrency)
+	cpu0, cpuErr := ReadMachineCPU()
 	start := time.Now()
 	deadline := start.Add(w.Duration)
 	var wg sync.WaitGroup
@@ -170,6 +180,10 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	cpu1, err := ReadMachineCPU()
+	if cpuErr == nil {
+		cpuErr = err
+	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("lab: %s: run interrupted: %w", a.Name(), err)
 	}
@@ -196,6 +210,14 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		res.Throughput = float64(res.OK) / res.Elapsed.Seconds()
 	}
 	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if cpuErr != nil {
+		res.CPUError = cpuErr.Error()
+	} else {
+		res.CPUSeconds = (cpu1 - cpu0).Seconds()
+		if res.OK > 0 {
+			res.CPUPer1000 = res.CPUSeconds * 1000 / float64(res.OK)
+		}
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 	defer cancel()

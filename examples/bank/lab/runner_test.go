@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,26 @@ func TestRunCorrectApproachPasses(t *testing.T) {
 		if r.P50 <= 0 || r.P99 < r.P50 || r.Throughput <= 0 {
 			t.Fatalf("zipf %v: bad latency or throughput: %+v", zipf, r)
 		}
+		checkCPU(t, r)
+	}
+}
+
+// checkCPU requires the machine's CPU time to be measured on Linux (the
+// workers keep a core busy, so it is positive) and reported as unavailable
+// elsewhere.
+func checkCPU(t *testing.T, r lab.Result) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		if r.CPUError == "" || r.CPUSeconds != 0 {
+			t.Fatalf("CPU time off Linux: %v s, error %q", r.CPUSeconds, r.CPUError)
+		}
+		return
+	}
+	if r.CPUError != "" || r.CPUSeconds <= 0 {
+		t.Fatalf("CPU time not measured: %v s, error %q", r.CPUSeconds, r.CPUError)
+	}
+	if want := r.CPUSeconds * 1000 / float64(r.OK); r.CPUPer1000 != want {
+		t.Fatalf("CPU-s per 1000 transfers = %v, want %v", r.CPUPer1000, want)
 	}
 }
 

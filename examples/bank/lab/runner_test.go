@@ -3,11 +3,14 @@ package lab_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +166,53 @@ func TestMainWritesReport(t *testing.T) {
 	}
 }
 
+func TestMainSeveralConcurrencies(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "mem,base", "--concurrency", "2,5", "--duration", "100ms", "--accounts", "4",
+		"--compare", "mem:base", "--out", out, "--check",
+	}, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	js, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep lab.Report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, fmt.Sprintf("%s@%d", r.Name, r.Workload.Concurrency))
+	}
+	if want := []string{"mem@2", "base@2", "mem@5", "base@5"}; !slices.Equal(got, want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	if !slices.Equal(rep.Concurrencies, []int{2, 5}) {
+		t.Fatalf("concurrencies %v", rep.Concurrencies)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(md)
+	i2, i5 := strings.Index(text, "## Concurrency 2"), strings.Index(text, "## Concurrency 5")
+	if i2 < 0 || i5 < i2 {
+		t.Fatalf("no section per concurrency, in order:\n%s", text)
+	}
+	for _, part := range []string{text[i2:i5], text[i5:]} {
+		if strings.Count(part, "| mem |") != 1 || strings.Count(part, "| base |") != 1 || !strings.Contains(part, "| mem ÷ base |") {
+			t.Fatalf("section lacks a row or the comparison:\n%s", part)
+		}
+	}
+	if strings.Contains(text, "ordo") {
+		t.Fatalf("comparisons of approaches that did not run are shown:\n%s", text)
+	}
+}
+
 func TestMainCheckFails(t *testing.T) {
 	var stdout bytes.Buffer
 	err := lab.Main(context.Background(), []string{
@@ -184,10 +234,21 @@ func TestMainBadFlags(t *testing.T) {
 		{"--ttl", "1ms"},
 		{"extra"},
 		{"--no-such-flag"},
+		{"--concurrency", "0"},
+		{"--concurrency", "abc"},
+		{"--concurrency", "32,"},
+		{"--concurrency", ",32"},
+		{"--concurrency", "32,-1"},
+		{"--concurrency", "32,32"},
+		{"--concurrency", ""},
+		{"--compare", "ordo"},
+		{"--compare", "ordo:ordo"},
 	} {
 		var stdout bytes.Buffer
-		if err := lab.Main(context.Background(), args, &stdout); err == nil {
-			t.Errorf("%q accepted", args)
+		err := lab.Main(context.Background(), args, &stdout)
+		var ue *lab.UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
 	var stdout bytes.Buffer

@@ -45,6 +45,12 @@ type Builder struct {
 	New func(ctx context.Context, s Settings) (Approach, error)
 }
 
+// PGMaxPool caps the connection pool of the PostgreSQL approaches. Past
+// the server's max_connections (100 by default) transfers would fail to
+// connect instead of queueing for a connection, as an application's bounded
+// pool makes them do; 64 leaves room for other clients of the server.
+const PGMaxPool = 64
+
 // Builders returns the lock-based approaches, in report order.
 func Builders() []Builder {
 	pg := func(m PGMode) Builder {
@@ -52,7 +58,7 @@ func Builders() []Builder {
 			if s.PG == "" {
 				return nil, errors.New("needs --pg (or ORDO_PG_URL)")
 			}
-			return NewPGLock(ctx, PGConfig{URL: s.PG, Mode: m, IdleTxTimeout: s.TTL, MaxConns: int32(s.Concurrency + 4)})
+			return NewPGLock(ctx, PGConfig{URL: s.PG, Mode: m, IdleTxTimeout: s.TTL, MaxConns: int32(min(s.Concurrency+4, PGMaxPool))})
 		}}
 	}
 	return []Builder{

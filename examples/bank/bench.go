@@ -25,7 +25,8 @@ store, added when --pg or ORDO_PG_URL is set). Every flag is the lab's; see
 
 Per approach it reports transfers/s, p50 and p99 latency and the machine's
 CPU-seconds per 1,000 transfers (every process, the servers too, from
-/proc/stat; n/a off Linux), with ratios for the --compare pairs (default
+/proc/stat; n/a off Linux; "idle busy" shows how busy other processes kept
+the machine just before), with ratios for the --compare pairs (default
 ordo-pg:pg-row,ordo:etcd). --concurrency takes a list: every approach runs
 at each, e.g.
 

@@ -26,14 +26,22 @@ func TestParseProcStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// user 24318 + nice 7 + system 6534 + irq 3 + softirq 90 + steal 35;
-	// idle, iowait, guest and guest_nice excluded.
-	const want = 24318 + 7 + 6534 + 3 + 90 + 35
+	// Busy: user 24318 + nice 7 + system 6534 + irq 3 + softirq 90 + steal
+	// 35; guest and guest_nice excluded. Total adds idle 23711, iowait 113.
+	const busy = 24318 + 7 + 6534 + 3 + 90 + 35
+	want := lab.CPUTimes{Busy: busy, Total: busy + 23711 + 113}
 	if got != want {
-		t.Fatalf("busy ticks = %d, want %d", got, want)
+		t.Fatalf("times = %+v, want %+v", got, want)
 	}
-	if s := got.Seconds(); s != float64(want)/100 {
-		t.Fatalf("seconds = %v, want %v", s, float64(want)/100)
+	if s := got.Busy.Seconds(); s != float64(busy)/100 {
+		t.Fatalf("seconds = %v, want %v", s, float64(busy)/100)
+	}
+	later := lab.CPUTimes{Busy: got.Busy + 150, Total: got.Total + 200}
+	if d := later.Sub(got); d != (lab.CPUTimes{Busy: 150, Total: 200}) || d.BusyShare() != 0.75 {
+		t.Fatalf("difference %+v, busy share %v", d, d.BusyShare())
+	}
+	if (lab.CPUTimes{}).BusyShare() != 0 {
+		t.Fatal("busy share of nothing is not 0")
 	}
 }
 
@@ -46,7 +54,7 @@ func TestParseProcStatRejectsBadText(t *testing.T) {
 		"negative":     "cpu  1 2 -3 4 5 6 7 8\n",
 	} {
 		if got, err := lab.ParseProcStat(strings.NewReader(text)); err == nil {
-			t.Errorf("%s: parsed as %d ticks", name, got)
+			t.Errorf("%s: parsed as %+v", name, got)
 		}
 	}
 }
@@ -66,7 +74,7 @@ func TestReadMachineCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before == 0 || after < before {
-		t.Fatalf("busy ticks went from %d to %d", before, after)
+	if before.Total == 0 || before.Busy > before.Total || after.Busy < before.Busy || after.Total < before.Total {
+		t.Fatalf("times went from %+v to %+v", before, after)
 	}
 }

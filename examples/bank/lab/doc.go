@@ -14,7 +14,9 @@
 // Run also measures what each transfer costs the whole machine: the busy
 // CPU time of every process (the approach's servers included) from the
 // aggregate line of /proc/stat over the run's measured window, reported as
-// CPU-seconds per 1,000 acknowledged transfers ("n/a" off Linux).
+// CPU-seconds per 1,000 acknowledged transfers ("n/a" off Linux). Since
+// other processes count too, Run first watches the machine for
+// Workload.IdleSample with the approach idle and reports how busy it was.
 //
 // # Pauses
 //

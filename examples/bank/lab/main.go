@@ -219,6 +219,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	stall := fs.Duration("stall", def.StallDuration, "length of a pause; should exceed --ttl")
 	ttl := fs.Duration("ttl", 2*time.Second, "lock TTL (Redis PX, etcd session TTL, ZooKeeper session timeout, PostgreSQL idle-in-transaction timeout)")
 	opTimeout := fs.Duration("op-timeout", def.OpTimeout, "bound on one transfer, pauses excluded")
+	idleSample := fs.Duration("idle-sample", time.Second, "before each run, how long to watch the machine's CPU with the approach idle (reported as idle busy); 0 skips")
 	fs.Var(&compare, "compare", "comma-separated approach:baseline pairs whose ratios the report shows, when both ran")
 	out := fs.String("out", filepath.Join("results", "lab"), "directory for results.md, results.json and chart.png")
 	redisF := fs.String("redis", os.Getenv("ORDO_REDIS_ADDRS"), "comma-separated Redis addresses (5 for Redlock)")
@@ -259,7 +260,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	wl := Workload{
 		Accounts: *accounts, InitialBalance: *initial, Duration: *duration, Concurrency: conc[0],
 		Zipf: *zipf, MaxAmount: *maxAmount, Seed: *seed, StallProbability: *stallProb,
-		StallDuration: *stall, OpTimeout: *opTimeout,
+		StallDuration: *stall, OpTimeout: *opTimeout, IdleSample: *idleSample,
 	}
 	if err := wl.Validate(); err != nil {
 		return &UsageError{err}

@@ -112,11 +112,14 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		fmt.Fprintf(b, "- pauses: off, lock TTL %v\n", rep.TTL)
 	}
 	fmt.Fprintf(b, "- CPU-s/1k: busy CPU-seconds of the whole machine (every process: the servers too), from /proc/stat (user+nice+system+irq+softirq+steal, USER_HZ taken as 100) over each run's measured window, per 1,000 acknowledged transfers\n")
+	if wl.IdleSample > 0 {
+		fmt.Fprintf(b, "- idle busy: share of the machine's CPU busy during the %v before each run, the approach set up and idle; well above 0%% means other processes were running, and CPU-s/1k counts them too\n", wl.IdleSample)
+	}
 
 	for _, c := range rep.Concurrencies {
 		fmt.Fprintf(b, "\n## Concurrency %d\n\n", c)
-		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | conserved | money Δ | accounts off | missing | extra | check |\n")
-		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
+		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | idle busy | conserved | money Δ | accounts off | missing | extra | check |\n")
+		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
 		var ran []Result
 		for _, r := range rep.Results {
 			if r.Workload.Concurrency != c {
@@ -130,9 +133,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			if r.Unknown > 0 && !r.ExactlyOnce() {
 				check += " (unknowns)"
 			}
-			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %+d | %d | %d | %d | %s |\n",
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
 				r.Name, r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
-				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r),
+				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), idleBusy(r),
 				yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
 		}
 		writeComparisons(b, rep, c)
@@ -200,6 +203,13 @@ func cpuPer1000(r Result) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.3f", r.CPUPer1000)
+}
+
+func idleBusy(r Result) string {
+	if r.CPUError != "" || r.Workload.IdleSample == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*r.IdleBusy)
 }
 
 func yesNo(b bool) string {

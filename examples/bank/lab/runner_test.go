@@ -37,6 +37,7 @@ func TestRunCorrectApproachPasses(t *testing.T) {
 	for _, zipf := range []float64{0, 0.8, 1.5} {
 		w := shortWorkload(7)
 		w.Zipf = zipf
+		w.IdleSample = 20 * time.Millisecond
 		r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{}), w)
 		if err != nil {
 			t.Fatal(err)
@@ -67,6 +68,9 @@ func checkCPU(t *testing.T, r lab.Result) {
 	}
 	if want := r.CPUSeconds * 1000 / float64(r.OK); r.CPUPer1000 != want {
 		t.Fatalf("CPU-s per 1000 transfers = %v, want %v", r.CPUPer1000, want)
+	}
+	if r.IdleBusy < 0 || r.IdleBusy > 1 || (r.Workload.IdleSample == 0 && r.IdleBusy != 0) {
+		t.Fatalf("idle busy share %v with idle sample %v", r.IdleBusy, r.Workload.IdleSample)
 	}
 }
 
@@ -121,6 +125,7 @@ func TestWorkloadValidate(t *testing.T) {
 		"amount":      func(w *lab.Workload) { w.MaxAmount = 0 },
 		"stall-prob":  func(w *lab.Workload) { w.StallProbability = 2 },
 		"stall":       func(w *lab.Workload) { w.StallProbability, w.StallDuration = 0.1, 0 },
+		"idle-sample": func(w *lab.Workload) { w.IdleSample = -time.Second },
 	} {
 		w := lab.DefaultWorkload()
 		mod(&w)
@@ -171,7 +176,7 @@ func TestMainSeveralConcurrencies(t *testing.T) {
 	var stdout bytes.Buffer
 	err := lab.Main(context.Background(), []string{
 		"--approaches", "mem,base", "--concurrency", "2,5", "--duration", "100ms", "--accounts", "4",
-		"--compare", "mem:base", "--out", out, "--check",
+		"--compare", "mem:base", "--idle-sample", "20ms", "--out", out, "--check",
 	}, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
@@ -202,6 +207,9 @@ func TestMainSeveralConcurrencies(t *testing.T) {
 	i2, i5 := strings.Index(text, "## Concurrency 2"), strings.Index(text, "## Concurrency 5")
 	if i2 < 0 || i5 < i2 {
 		t.Fatalf("no section per concurrency, in order:\n%s", text)
+	}
+	if !strings.Contains(text, "| idle busy |") || !strings.Contains(text, "during the 20ms before each run") {
+		t.Fatalf("report lacks the idle busy share:\n%s", text)
 	}
 	for _, part := range []string{text[i2:i5], text[i5:]} {
 		if strings.Count(part, "| mem |") != 1 || strings.Count(part, "| base |") != 1 || !strings.Contains(part, "| mem ÷ base |") {
@@ -243,6 +251,7 @@ func TestMainBadFlags(t *testing.T) {
 		{"--concurrency", ""},
 		{"--compare", "ordo"},
 		{"--compare", "ordo:ordo"},
+		{"--idle-sample", "-1s"},
 	} {
 		var stdout bytes.Buffer
 		err := lab.Main(context.Background(), args, &stdout)

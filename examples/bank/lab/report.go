@@ -113,7 +113,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	fmt.Fprintf(b, "- CPU-s/1k: busy CPU-seconds of the whole machine (every process: the servers too), from /proc/stat (user+nice+system+irq+softirq+steal, USER_HZ taken as 100) over each run's measured window, per 1,000 acknowledged transfers\n")
 	if wl.IdleSample > 0 {
-		fmt.Fprintf(b, "- idle busy: share of the machine's CPU busy during the %v before each run, the approach set up and idle; well above 0%% means other processes were running, and CPU-s/1k counts them too\n", wl.IdleSample)
+		fmt.Fprintf(b, "- idle busy: share of the machine's CPU busy during the %v before each run, the approach set up and idle; well above 0%% means something else kept the machine busy, and CPU-s/1k counts it too\n", wl.IdleSample)
 	}
 
 	for _, c := range rep.Concurrencies {
@@ -273,9 +273,7 @@ func WriteChart(path string, rep Report) error {
 			bars.LineStyle.Width = 0
 			bars.Offset = width * vg.Length(2*i-n+1) / 2
 			p.Add(bars)
-			if n > 1 {
-				p.Legend.Add(fmt.Sprintf("concurrency %d", c), bars)
-			}
+			p.Legend.Add(fmt.Sprintf("concurrency %d", c), bars)
 		}
 		p.Legend.Top = true
 		// Headroom above the tallest bar for the legend; a panel of zeros

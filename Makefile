@@ -5,7 +5,7 @@ PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test test-short vet proto verify-proto bench lint fuzz lab chaos
+.PHONY: test test-short vet proto verify-proto bench bench-bank lint fuzz lab chaos
 
 ## test: vet, check generated code is current, run every test with the race detector.
 test: vet verify-proto
@@ -35,6 +35,12 @@ verify-proto:
 ## bench: benchmarks of every package, reported side by side with their baselines.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...
+
+## bench-bank: ordo vs PostgreSQL row locks and vs etcd locks on two workloads, transfers/s, p99 and
+## machine CPU per transfer, into results/bench/; starts PostgreSQL. BENCH_DURATION per approach and concurrency.
+BENCH_DURATION ?= 10s
+bench-bank:
+	BENCH_DURATION=$(BENCH_DURATION) bash examples/bank/lab/bench.sh
 
 ## lint: staticcheck at a pinned version.
 lint:

@@ -79,6 +79,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"check", "--etcd", "e", "--accounts", "10"}, "--history is required"},
 		{[]string{"bench", "--bogus"}, "flag provided but not defined"},
 		{[]string{"bench", "--approaches", "nope"}, "unknown approach"},
+		{[]string{"bench", "--concurrency", "0"}, "concurrency must be at least 1"},
+		{[]string{"bench", "--concurrency", "abc"}, `"abc" is not a number`},
+		{[]string{"bench", "--concurrency", "32,"}, "empty entry"},
+		{[]string{"bench", "--duration", "0s"}, "duration must be positive"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

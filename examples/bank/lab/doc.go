@@ -11,6 +11,13 @@
 // unchanged) and exactly-once (every balance equals the initial balance plus
 // the acknowledged credits minus the acknowledged debits).
 //
+// Run also measures what each transfer costs the whole machine: the busy
+// CPU time of every process (the approach's servers included) from the
+// aggregate line of /proc/stat over the run's measured window, reported as
+// CPU-seconds per 1,000 acknowledged transfers ("n/a" off Linux). Since
+// other processes count too, Run first watches the machine for
+// Workload.IdleSample with the approach idle and reports how busy it was.
+//
 // # Pauses
 //
 // The safety comparison simulates a process pause (a long GC, SIGSTOP) that
@@ -49,5 +56,8 @@
 //	examples/bank/lab/lab.sh test                       # the tests, servers required
 //	eval "$(examples/bank/lab/lab.sh up)"; go test ./examples/bank/lab/...; examples/bank/lab/lab.sh down
 //
-// Results go to results/lab/ (results.md, results.json, chart.png).
+// --concurrency takes a list (32,256): every selected approach runs at each
+// concurrency in turn. Results go to results/lab/ (results.md with a table
+// per concurrency and the ratios of the --compare pairs, results.json with
+// every result, chart.png with a bar per approach and concurrency).
 package lab

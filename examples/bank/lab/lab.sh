@@ -6,7 +6,8 @@
 #   lab.sh [--smoke] [lab flags...]   start, run the lab, stop
 #   lab.sh test [go test flags...]    start, go test ./examples/bank/lab/... with
 #                                     ORDO_REQUIRE_LAB=1, stop
-#   lab.sh up                         start and print the environment to export
+#   lab.sh up [pg]                    start and print the environment to export
+#                                     (with pg: PostgreSQL only)
 #   lab.sh down                       stop what `up` started
 #
 # --smoke is a seconds-long run with no stalls that fails unless every
@@ -29,10 +30,13 @@ log() { echo "lab.sh: $*" >&2; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# install [pg]: install the servers (PostgreSQL only with pg).
 install() {
 	local need=()
-	command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-	[ -x "$ZK_BIN" ] || need+=(zookeeper)
+	if [ "${1:-}" != pg ]; then
+		command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+		[ -x "$ZK_BIN" ] || need+=(zookeeper)
+	fi
 	command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql-15)
 	if [ ${#need[@]} -gt 0 ]; then
 		log "installing ${need[*]}"
@@ -54,9 +58,16 @@ wait_port() {
 	return 1
 }
 
+# up [pg]: start the servers (PostgreSQL only with pg).
 up() {
-	install
+	local only=${1:-}
+	install "$only"
 	mkdir -p "$STATE"
+	[ "$only" = pg ] || up_redis_zk
+	up_pg
+}
+
+up_redis_zk() {
 	local p
 	for p in $REDIS_PORTS; do
 		if port_open "$p"; then
@@ -87,6 +98,11 @@ CFG
 		ZOO_LOG_DIR="$STATE/zk" ZOOPIDFILE="$STATE/zk/zk.pid" "$ZK_BIN" start "$STATE/zk/zoo.cfg" >/dev/null 2>&1
 		touch "$STATE/started-zk"
 	fi
+	for p in $REDIS_PORTS $ZK_PORT; do wait_port "$p"; done
+	for p in $REDIS_PORTS; do redis-cli -p "$p" ping >/dev/null; done
+}
+
+up_pg() {
 	if ! su postgres -c "pg_isready -q -h 127.0.0.1" 2>/dev/null; then
 		pg_ctlcluster 15 main start
 		touch "$STATE/started-pg"
@@ -99,8 +115,6 @@ CFG
 	su postgres -c "psql -qtAc \"ALTER USER postgres PASSWORD 'ordo'\"" >/dev/null
 	su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='ordo_test'\"" | grep -q 1 ||
 		su postgres -c "createdb ordo_test"
-	for p in $REDIS_PORTS $ZK_PORT; do wait_port "$p"; done
-	for p in $REDIS_PORTS; do redis-cli -p "$p" ping >/dev/null; done
 }
 
 down() {
@@ -127,16 +141,26 @@ redis_addrs() {
 	echo "$out"
 }
 
+# print_env [pg]: the environment of the servers up started.
 print_env() {
-	echo "export ORDO_REDIS_ADDRS=$(redis_addrs)"
-	echo "export ORDO_ZK_ADDRS=127.0.0.1:$ZK_PORT"
+	if [ "${1:-}" != pg ]; then
+		echo "export ORDO_REDIS_ADDRS=$(redis_addrs)"
+		echo "export ORDO_ZK_ADDRS=127.0.0.1:$ZK_PORT"
+	fi
 	echo "export ORDO_PG_URL='$PG_URL'"
 }
 
 case "${1:-}" in
 up)
-	up
-	print_env
+	case "${2:-}" in
+	"" | pg) ;;
+	*)
+		log "usage: lab.sh up [pg]"
+		exit 2
+		;;
+	esac
+	up "${2:-}"
+	print_env "${2:-}"
 	;;
 down)
 	down

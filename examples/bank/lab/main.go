@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,12 @@ type Builder struct {
 	New func(ctx context.Context, s Settings) (Approach, error)
 }
 
+// PGMaxPool caps the connection pool of the PostgreSQL approaches. Past
+// the server's max_connections (100 by default) transfers would fail to
+// connect instead of queueing for a connection, as an application's bounded
+// pool makes them do; 64 leaves room for other clients of the server.
+const PGMaxPool = 64
+
 // Builders returns the lock-based approaches, in report order.
 func Builders() []Builder {
 	pg := func(m PGMode) Builder {
@@ -51,7 +58,7 @@ func Builders() []Builder {
 			if s.PG == "" {
 				return nil, errors.New("needs --pg (or ORDO_PG_URL)")
 			}
-			return NewPGLock(ctx, PGConfig{URL: s.PG, Mode: m, IdleTxTimeout: s.TTL, MaxConns: int32(s.Concurrency + 4)})
+			return NewPGLock(ctx, PGConfig{URL: s.PG, Mode: m, IdleTxTimeout: s.TTL, MaxConns: int32(min(s.Concurrency+4, PGMaxPool))})
 		}}
 	}
 	return []Builder{
@@ -92,13 +99,95 @@ func splitList(s string) []string {
 	return out
 }
 
+// UsageError is returned by Main for bad flags or arguments.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{fmt.Errorf(format, args...)}
+}
+
+// concurrencies is the --concurrency flag: one or more positive numbers,
+// comma-separated, each listed once.
+type concurrencies []int
+
+func (c *concurrencies) String() string {
+	if c == nil {
+		return ""
+	}
+	s := make([]string, len(*c))
+	for i, n := range *c {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (c *concurrencies) Set(v string) error {
+	var out concurrencies
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			return fmt.Errorf("empty entry in %q; want positive numbers separated by commas, e.g. 32,256", v)
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return fmt.Errorf("%q is not a number; want positive numbers separated by commas, e.g. 32,256", f)
+		}
+		if n < 1 {
+			return fmt.Errorf("concurrency must be at least 1, have %d", n)
+		}
+		if slices.Contains(out, n) {
+			return fmt.Errorf("%d is listed twice", n)
+		}
+		out = append(out, n)
+	}
+	*c = out
+	return nil
+}
+
+// comparisons is the --compare flag: name:baseline pairs, comma-separated.
+type comparisons []Comparison
+
+func (c *comparisons) String() string {
+	if c == nil {
+		return ""
+	}
+	s := make([]string, len(*c))
+	for i, p := range *c {
+		s[i] = p.Name + ":" + p.Baseline
+	}
+	return strings.Join(s, ",")
+}
+
+func (c *comparisons) Set(v string) error {
+	var out comparisons
+	for _, f := range splitList(v) {
+		name, base, ok := strings.Cut(f, ":")
+		if !ok || name == "" || base == "" || name == base {
+			return fmt.Errorf("%q is not approach:baseline", f)
+		}
+		out = append(out, Comparison{Name: name, Baseline: base})
+	}
+	*c = out
+	return nil
+}
+
+// DefaultComparisons are the pairs Main compares unless --compare says
+// otherwise: ordo on each store against the lock on the same store.
+func DefaultComparisons() []Comparison {
+	return []Comparison{{Name: "ordo-pg", Baseline: "pg-row"}, {Name: "ordo", Baseline: "etcd"}}
+}
+
 // Main is the lab command: it parses args (flags only, see -h), runs the
-// selected approaches one after another on the same workload, prints the
-// table to stdout and writes results.md, results.json and chart.png to
-// --out. extra adds approaches (the ordo one) after the built-in ones; a
-// name in extra replaces a built-in of that name. With --check it returns an
-// error when an approach failed to run, completed no transfer, or failed a
-// check.
+// selected approaches one after another on the same workload, at each
+// concurrency of --concurrency in turn, prints the report to stdout and
+// writes results.md, results.json and chart.png to --out. extra adds
+// approaches (the ordo one) after the built-in ones; a name in extra
+// replaces a built-in of that name. Bad flags or arguments return a
+// *UsageError (-h returns flag.ErrHelp). With --check it returns an error
+// when an approach failed to run, completed no transfer, or failed a check.
 func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder) error {
 	builders := Builders()
 	for _, b := range extra {
@@ -114,13 +203,15 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	}
 
 	def := DefaultWorkload()
+	conc := concurrencies{def.Concurrency}
+	compare := comparisons(DefaultComparisons())
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	approaches := fs.String("approaches", "all", "comma-separated approaches to run, or all: "+strings.Join(names, ","))
 	accounts := fs.Int("accounts", def.Accounts, "number of accounts")
 	initial := fs.Int64("initial", def.InitialBalance, "initial balance of every account")
-	duration := fs.Duration("duration", def.Duration, "run time per approach")
-	concurrency := fs.Int("concurrency", def.Concurrency, "concurrent clients")
+	duration := fs.Duration("duration", def.Duration, "run time per approach (and per concurrency)")
+	fs.Var(&conc, "concurrency", "concurrent clients; a comma-separated list (e.g. 32,256) runs every approach at each")
 	zipf := fs.Float64("zipf", def.Zipf, "Zipf exponent of account choice; 0 = uniform")
 	maxAmount := fs.Int64("max-amount", def.MaxAmount, "largest transfer amount")
 	seed := fs.Uint64("seed", 0, "random seed; 0 picks one from the clock (printed)")
@@ -128,6 +219,8 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	stall := fs.Duration("stall", def.StallDuration, "length of a pause; should exceed --ttl")
 	ttl := fs.Duration("ttl", 2*time.Second, "lock TTL (Redis PX, etcd session TTL, ZooKeeper session timeout, PostgreSQL idle-in-transaction timeout)")
 	opTimeout := fs.Duration("op-timeout", def.OpTimeout, "bound on one transfer, pauses excluded")
+	idleSample := fs.Duration("idle-sample", time.Second, "before each run, how long to watch the machine's CPU with the approach idle (reported as idle busy); 0 skips")
+	fs.Var(&compare, "compare", "comma-separated approach:baseline pairs whose ratios the report shows, when both ran")
 	out := fs.String("out", filepath.Join("results", "lab"), "directory for results.md, results.json and chart.png")
 	redisF := fs.String("redis", os.Getenv("ORDO_REDIS_ADDRS"), "comma-separated Redis addresses (5 for Redlock)")
 	zkF := fs.String("zk", os.Getenv("ORDO_ZK_ADDRS"), "comma-separated ZooKeeper addresses")
@@ -135,13 +228,16 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	pgF := fs.String("pg", os.Getenv("ORDO_PG_URL"), "PostgreSQL URL")
 	check := fs.Bool("check", false, "fail unless every approach completes transfers and passes its checks")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &UsageError{fmt.Errorf("lab: %w", err)}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("lab: unexpected arguments %q", fs.Args())
+		return usagef("lab: unexpected arguments %q", fs.Args())
 	}
 	if *ttl < 10*time.Millisecond {
-		return fmt.Errorf("lab: --ttl %v is too short", *ttl)
+		return usagef("lab: --ttl %v is too short", *ttl)
 	}
 	var selected []Builder
 	if *approaches == "all" {
@@ -150,26 +246,26 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 		for _, n := range splitList(*approaches) {
 			i := slices.IndexFunc(builders, func(b Builder) bool { return b.Name == n })
 			if i < 0 {
-				return fmt.Errorf("lab: unknown approach %q (have %s)", n, strings.Join(names, ", "))
+				return usagef("lab: unknown approach %q (have %s)", n, strings.Join(names, ", "))
 			}
 			selected = append(selected, builders[i])
 		}
 		if len(selected) == 0 {
-			return errors.New("lab: --approaches is empty")
+			return usagef("lab: --approaches is empty")
 		}
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
 	wl := Workload{
-		Accounts: *accounts, InitialBalance: *initial, Duration: *duration, Concurrency: *concurrency,
+		Accounts: *accounts, InitialBalance: *initial, Duration: *duration, Concurrency: conc[0],
 		Zipf: *zipf, MaxAmount: *maxAmount, Seed: *seed, StallProbability: *stallProb,
-		StallDuration: *stall, OpTimeout: *opTimeout,
+		StallDuration: *stall, OpTimeout: *opTimeout, IdleSample: *idleSample,
 	}
 	if err := wl.Validate(); err != nil {
-		return err
+		return &UsageError{err}
 	}
-	st := Settings{Redis: splitList(*redisF), ZK: splitList(*zkF), Etcd: splitList(*etcdF), PG: *pgF, TTL: *ttl, Concurrency: *concurrency}
+	st := Settings{Redis: splitList(*redisF), ZK: splitList(*zkF), Etcd: splitList(*etcdF), PG: *pgF, TTL: *ttl}
 	fmt.Fprintf(stdout, "lab: seed %d\n", wl.Seed)
 	if wl.StallProbability > 0 && wl.StallDuration <= *ttl {
 		fmt.Fprintf(stdout, "lab: note: --stall %v does not exceed --ttl %v; pauses will rarely outlive a lock\n", wl.StallDuration, *ttl)
@@ -189,49 +285,51 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 		st.Etcd = srv.Endpoints()
 	}
 
-	var results []Result
-	failures := map[string]error{}
-	for _, b := range selected {
-		fmt.Fprintf(stdout, "lab: %s: running %v\n", b.Name, wl.Duration)
-		r, err := runOne(ctx, b, st, wl)
-		if err != nil {
-			fmt.Fprintf(stdout, "lab: %s: %v\n", b.Name, err)
-			failures[b.Name] = err
-			if ctx.Err() != nil {
-				return err
+	rep := Report{Machine: ThisMachine(), Workload: wl, Concurrencies: conc, TTL: *ttl, Comparisons: compare}
+	for _, c := range conc {
+		cwl, cst := wl, st
+		cwl.Concurrency, cst.Concurrency = c, c
+		for _, b := range selected {
+			fmt.Fprintf(stdout, "lab: %s: concurrency %d: running %v\n", b.Name, c, cwl.Duration)
+			r, err := runOne(ctx, b, cst, cwl)
+			if err != nil {
+				fmt.Fprintf(stdout, "lab: %s: concurrency %d: %v\n", b.Name, c, err)
+				rep.Failures = append(rep.Failures, Failure{Name: b.Name, Concurrency: c, Error: err.Error()})
+				if ctx.Err() != nil {
+					return err
+				}
+				continue
 			}
-			continue
+			cpu := "CPU n/a"
+			if r.CPUError == "" {
+				cpu = fmt.Sprintf("%.2f CPU-s per 1000", r.CPUPer1000)
+			}
+			fmt.Fprintf(stdout, "lab: %s: concurrency %d: %d ok, %.0f/s, %s, conserved %v, accounts off %d\n",
+				r.Name, c, r.OK, r.Throughput, cpu, r.Conserved(), r.AccountsOff)
+			rep.Results = append(rep.Results, r)
 		}
-		fmt.Fprintf(stdout, "lab: %s: %d ok, %.0f/s, conserved %v, accounts off %d\n", r.Name, r.OK, r.Throughput, r.Conserved(), r.AccountsOff)
-		results = append(results, r)
 	}
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	m := ThisMachine()
 	var md strings.Builder
-	if err := WriteMarkdown(&md, m, wl, *ttl, results, failures); err != nil {
+	if err := WriteMarkdown(&md, rep); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%s\n", md.String())
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md.String()), 0o644); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	js, err := json.MarshalIndent(struct {
-		Machine  Machine
-		Workload Workload
-		TTL      time.Duration
-		Results  []Result
-	}{m, wl, *ttl, results}, "", "  ")
+	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	if len(results) > 0 {
-		if err := WriteChart(filepath.Join(*out, "chart.png"), results); err != nil {
+	if len(rep.Results) > 0 {
+		if err := WriteChart(filepath.Join(*out, "chart.png"), rep); err != nil {
 			return fmt.Errorf("lab: chart: %w", err)
 		}
 	}
@@ -239,13 +337,13 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 
 	if *check {
 		var bad []string
-		for _, r := range results {
+		for _, r := range rep.Results {
 			if !r.Passed() {
-				bad = append(bad, r.Name)
+				bad = append(bad, fmt.Sprintf("%s (concurrency %d)", r.Name, r.Workload.Concurrency))
 			}
 		}
-		for n := range failures {
-			bad = append(bad, n)
+		for _, f := range rep.Failures {
+			bad = append(bad, fmt.Sprintf("%s (concurrency %d)", f.Name, f.Concurrency))
 		}
 		if len(bad) > 0 {
 			slices.Sort(bad)

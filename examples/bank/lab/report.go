@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -53,45 +52,164 @@ func ThisMachine() Machine {
 	return m
 }
 
-// WriteMarkdown writes the settings, the machine and one table row per
-// result.
-func WriteMarkdown(w io.Writer, m Machine, wl Workload, ttl time.Duration, results []Result, failures map[string]error) error {
+// Report is what one run of the lab measured, as results.json holds it.
+type Report struct {
+	Machine Machine
+	// Workload is the workload of every result; each result's own
+	// Workload carries the concurrency it ran at.
+	Workload Workload
+	// Concurrencies are the concurrencies run, in order.
+	Concurrencies []int
+	// TTL is the lock TTL.
+	TTL time.Duration
+	// Results are the runs that completed, by concurrency, then approach.
+	Results []Result
+	// Failures are the runs that could not be made or checked.
+	Failures []Failure
+	// Comparisons are the pairs whose ratios the Markdown shows.
+	Comparisons []Comparison
+}
+
+// Failure is one approach that did not run at one concurrency.
+type Failure struct {
+	Name        string
+	Concurrency int
+	Error       string
+}
+
+// Comparison names an approach and the baseline it is compared with.
+type Comparison struct {
+	Name, Baseline string
+}
+
+// find returns the result of the named approach at concurrency c.
+func (rep Report) find(name string, c int) (Result, bool) {
+	for _, r := range rep.Results {
+		if r.Name == name && r.Workload.Concurrency == c {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// WriteMarkdown writes the settings, the machine and, per concurrency, a
+// table with one row per result and the ratios of the comparisons whose
+// two approaches both ran.
+func WriteMarkdown(w io.Writer, rep Report) error {
 	b := &strings.Builder{}
+	m, wl := rep.Machine, rep.Workload
+	conc := make([]string, len(rep.Concurrencies))
+	for i, c := range rep.Concurrencies {
+		conc[i] = fmt.Sprint(c)
+	}
 	fmt.Fprintf(b, "# Lock lab\n\n")
 	fmt.Fprintf(b, "- machine: %s, %d cores, %s %s/%s, %s\n", m.CPU, m.Cores, m.GoVersion, m.OS, m.Arch, m.Time.Format(time.RFC3339))
-	fmt.Fprintf(b, "- workload: %d accounts × %d, %v per approach, concurrency %d, zipf %v, amounts 1..%d, seed %d\n",
-		wl.Accounts, wl.InitialBalance, wl.Duration, wl.Concurrency, wl.Zipf, wl.MaxAmount, wl.Seed)
+	fmt.Fprintf(b, "- workload: %d accounts × %d, %v per approach, concurrency %s, zipf %v, amounts 1..%d, seed %d\n",
+		wl.Accounts, wl.InitialBalance, wl.Duration, strings.Join(conc, ", "), wl.Zipf, wl.MaxAmount, wl.Seed)
 	if wl.StallProbability > 0 {
-		fmt.Fprintf(b, "- pauses: probability %v per transfer, %v each, lock TTL %v\n", wl.StallProbability, wl.StallDuration, ttl)
+		fmt.Fprintf(b, "- pauses: probability %v per transfer, %v each, lock TTL %v\n", wl.StallProbability, wl.StallDuration, rep.TTL)
 	} else {
-		fmt.Fprintf(b, "- pauses: off, lock TTL %v\n", ttl)
+		fmt.Fprintf(b, "- pauses: off, lock TTL %v\n", rep.TTL)
 	}
-	fmt.Fprintf(b, "\n| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | conserved | money Δ | accounts off | missing | extra | check |\n")
-	fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
-	for _, r := range results {
-		check := "pass"
-		if !r.Passed() {
-			check = "**FAIL**"
+	fmt.Fprintf(b, "- CPU-s/1k: busy CPU-seconds of the whole machine (every process: the servers too), from /proc/stat (user+nice+system+irq+softirq+steal, USER_HZ taken as 100) over each run's measured window, per 1,000 acknowledged transfers\n")
+	if wl.IdleSample > 0 {
+		fmt.Fprintf(b, "- idle busy: share of the machine's CPU busy during the %v before each run, the approach set up and idle; well above 0%% means something else kept the machine busy, and CPU-s/1k counts it too\n", wl.IdleSample)
+	}
+
+	for _, c := range rep.Concurrencies {
+		fmt.Fprintf(b, "\n## Concurrency %d\n\n", c)
+		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | idle busy | conserved | money Δ | accounts off | missing | extra | check |\n")
+		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
+		var ran []Result
+		for _, r := range rep.Results {
+			if r.Workload.Concurrency != c {
+				continue
+			}
+			ran = append(ran, r)
+			check := "pass"
+			if !r.Passed() {
+				check = "**FAIL**"
+			}
+			if r.Unknown > 0 && !r.ExactlyOnce() {
+				check += " (unknowns)"
+			}
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
+				r.Name, r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
+				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), idleBusy(r),
+				yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
 		}
-		if r.Unknown > 0 && !r.ExactlyOnce() {
-			check += " (unknowns)"
+		writeComparisons(b, rep, c)
+		var notes []string
+		for _, r := range ran {
+			if r.FirstError != "" {
+				notes = append(notes, fmt.Sprintf("- %s, first failed transfer: `%s`", r.Name, r.FirstError))
+			}
+			if r.CPUError != "" {
+				notes = append(notes, fmt.Sprintf("- %s, CPU time n/a: `%s`", r.Name, r.CPUError))
+			}
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %+d | %d | %d | %d | %s |\n",
-			r.Name, r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
-			r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond),
-			yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
-	}
-	for _, r := range results {
-		if r.FirstError != "" {
-			fmt.Fprintf(b, "\n- %s, first failed transfer: `%s`", r.Name, r.FirstError)
+		fails := slices.Clone(rep.Failures)
+		slices.SortFunc(fails, func(x, y Failure) int { return strings.Compare(x.Name, y.Name) })
+		for _, f := range fails {
+			if f.Concurrency == c {
+				notes = append(notes, fmt.Sprintf("- %s did not run: `%s`", f.Name, f.Error))
+			}
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(b, "\n%s\n", strings.Join(notes, "\n"))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(failures)) {
-		fmt.Fprintf(b, "\n- %s did not run: `%v`", name, failures[name])
-	}
-	fmt.Fprintf(b, "\n\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences.\n")
+	fmt.Fprintf(b, "\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *CPU-s/1k* machine CPU-seconds per 1,000 acknowledged transfers; *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences. Ratios are approach ÷ baseline: above 1 means more transfers/s, a longer p99, more CPU per transfer.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeComparisons writes the ratio table of the comparisons that ran at
+// concurrency c, if any.
+func writeComparisons(b *strings.Builder, rep Report, c int) {
+	header := false
+	for _, cmp := range rep.Comparisons {
+		r, ok1 := rep.find(cmp.Name, c)
+		base, ok2 := rep.find(cmp.Baseline, c)
+		if !ok1 || !ok2 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(b, "\n| approach ÷ baseline | ok/s | p99 | CPU-s/1k |\n|---|--:|--:|--:|\n")
+			header = true
+		}
+		cpu := "n/a"
+		if r.CPUError == "" && base.CPUError == "" {
+			cpu = fmt.Sprintf("%s (%.3f ÷ %.3f)", ratio(r.CPUPer1000, base.CPUPer1000), r.CPUPer1000, base.CPUPer1000)
+		}
+		fmt.Fprintf(b, "| %s ÷ %s | %s (%.0f ÷ %.0f) | %s (%v ÷ %v) | %s |\n", cmp.Name, cmp.Baseline,
+			ratio(r.Throughput, base.Throughput), r.Throughput, base.Throughput,
+			ratio(r.P99.Seconds(), base.P99.Seconds()), roundLatency(r.P99), roundLatency(base.P99), cpu)
+	}
+}
+
+// ratio formats x ÷ y, or "–" when y is 0.
+func ratio(x, y float64) string {
+	if y == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x/y)
+}
+
+func roundLatency(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+
+func cpuPer1000(r Result) string {
+	if r.CPUError != "" {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", r.CPUPer1000)
+}
+
+func idleBusy(r Result) string {
+	if r.CPUError != "" || r.Workload.IdleSample == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*r.IdleBusy)
 }
 
 func yesNo(b bool) string {
@@ -101,52 +219,79 @@ func yesNo(b bool) string {
 	return "**no**"
 }
 
-// WriteChart writes a PNG with three bar charts side by side, one bar per
-// result: acknowledged transfers per second, accounts off (exactly-once
-// violations) and money missing + extra.
-func WriteChart(path string, results []Result) error {
-	names := make([]string, len(results))
-	tput := make(plotter.Values, len(results))
-	off := make(plotter.Values, len(results))
-	money := make(plotter.Values, len(results))
-	for i, r := range results {
-		names[i] = r.Name
-		tput[i] = r.Throughput
-		off[i] = float64(r.AccountsOff)
-		money[i] = float64(r.Missing + r.Extra)
-	}
-	var plots []*plot.Plot
-	for _, c := range []struct {
-		title, ylabel string
-		v             plotter.Values
-		col           color.RGBA
-	}{
-		{"throughput", "acknowledged transfers/s", tput, color.RGBA{R: 60, G: 110, B: 180, A: 255}},
-		{"exactly-once violations", "accounts off", off, color.RGBA{R: 200, G: 60, B: 50, A: 255}},
-		{"money lost or created", "missing + extra", money, color.RGBA{R: 230, G: 150, B: 30, A: 255}},
-	} {
-		p := plot.New()
-		p.Title.Text = c.title
-		p.Y.Label.Text = c.ylabel
-		p.Y.Min = 0
-		bars, err := plotter.NewBarChart(c.v, vg.Points(16))
-		if err != nil {
-			return err
+// concurrencyColors are the bar colours of the chart's concurrencies, in
+// order; further concurrencies reuse them.
+var concurrencyColors = []color.RGBA{
+	{R: 60, G: 110, B: 180, A: 255},
+	{R: 230, G: 150, B: 30, A: 255},
+	{R: 80, G: 160, B: 80, A: 255},
+	{R: 150, G: 80, B: 170, A: 255},
+	{R: 200, G: 60, B: 50, A: 255},
+}
+
+// WriteChart writes a PNG with four bar charts, one group of bars per
+// approach and one bar per concurrency in each group: acknowledged
+// transfers per second, machine CPU-seconds per 1,000 transfers, accounts
+// off (exactly-once violations) and money missing + extra.
+func WriteChart(path string, rep Report) error {
+	var names []string
+	for _, r := range rep.Results {
+		if !slices.Contains(names, r.Name) {
+			names = append(names, r.Name)
 		}
-		bars.Color = c.col
-		p.Add(bars)
+	}
+	panels := []struct {
+		title, ylabel string
+		value         func(Result) float64
+	}{
+		{"throughput", "acknowledged transfers/s", func(r Result) float64 { return r.Throughput }},
+		{"machine CPU per transfer", "CPU-seconds per 1,000 transfers", func(r Result) float64 { return r.CPUPer1000 }},
+		{"exactly-once violations", "accounts off", func(r Result) float64 { return float64(r.AccountsOff) }},
+		{"money lost or created", "missing + extra", func(r Result) float64 { return float64(r.Missing + r.Extra) }},
+	}
+	n := len(rep.Concurrencies)
+	width := vg.Points(min(48, 96/float64(max(n, 1))))
+	var plots []*plot.Plot
+	for _, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.Y.Label.Text = pn.ylabel
+		top := 0.0
+		for i, c := range rep.Concurrencies {
+			v := make(plotter.Values, len(names))
+			for j, name := range names {
+				if r, ok := rep.find(name, c); ok {
+					v[j] = pn.value(r)
+					top = max(top, v[j])
+				}
+			}
+			bars, err := plotter.NewBarChart(v, width)
+			if err != nil {
+				return err
+			}
+			bars.Color = concurrencyColors[i%len(concurrencyColors)]
+			bars.LineStyle.Width = 0
+			bars.Offset = width * vg.Length(2*i-n+1) / 2
+			p.Add(bars)
+			p.Legend.Add(fmt.Sprintf("concurrency %d", c), bars)
+		}
+		p.Legend.Top = true
+		// Headroom above the tallest bar for the legend; a panel of zeros
+		// (no violation) still shows 0 at the bottom.
+		p.Y.Min, p.Y.Max = 0, max(1, top*1.25)
+		p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
 		p.NominalX(names...)
 		p.X.Tick.Label.Rotation = 0.5
 		p.X.Tick.Label.XAlign = draw.XRight
 		plots = append(plots, p)
 	}
 
-	img := vgimg.New(vg.Points(1200), vg.Points(400))
+	img := vgimg.New(vg.Points(1200), vg.Points(800))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Points(10), PadTop: vg.Points(5), PadBottom: vg.Points(5), PadLeft: vg.Points(5), PadRight: vg.Points(5)}
-	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Points(20), PadY: vg.Points(20), PadTop: vg.Points(5), PadBottom: vg.Points(5), PadLeft: vg.Points(5), PadRight: vg.Points(5)}
+	canvases := plot.Align([][]*plot.Plot{plots[:2], plots[2:]}, tiles, dc)
 	for i, p := range plots {
-		p.Draw(canvases[0][i])
+		p.Draw(canvases[i/2][i%2])
 	}
 	f, err := os.Create(path)
 	if err != nil {

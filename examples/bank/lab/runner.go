@@ -40,6 +40,10 @@ type Workload struct {
 	StallDuration time.Duration
 	// OpTimeout bounds one transfer, pauses excluded; 0 means 10s.
 	OpTimeout time.Duration
+	// IdleSample is how long Run watches the machine's CPU after Setup,
+	// with no transfer running, before the measured window, to report how
+	// busy the rest of the machine keeps it (Result.IdleBusy); 0 skips it.
+	IdleSample time.Duration
 }
 
 // DefaultWorkload returns a small contended workload with no pauses.
@@ -78,6 +82,8 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("lab: stall duration must be positive when stalls are on, have %v", w.StallDuration)
 	case w.OpTimeout < 0:
 		return fmt.Errorf("lab: negative op timeout %v", w.OpTimeout)
+	case w.IdleSample < 0:
+		return fmt.Errorf("lab: negative idle sample %v", w.IdleSample)
 	}
 	return nil
 }
@@ -98,6 +104,21 @@ type Result struct {
 	Elapsed    time.Duration // from the first transfer to the last return
 	Throughput float64       // acknowledged transfers per second
 	P50, P99   time.Duration // latency of acknowledged and rejected transfers
+
+	// CPUSeconds is the machine's busy CPU time during Elapsed, all
+	// processes together (the servers of the approach and anything else
+	// running), from /proc/stat. CPUPer1000 is CPUSeconds per 1,000
+	// acknowledged transfers (0 when none was). CPUError says why they were
+	// not measured ("" when they were); reports then show "n/a".
+	CPUSeconds float64
+	CPUPer1000 float64
+	CPUError   string
+	// IdleBusy is the share (0..1) of the machine's CPU that was busy
+	// during Workload.IdleSample before the measured window, the approach
+	// set up and idle: other processes, and the approach's servers at rest.
+	// High, it warns that CPUSeconds counts them too. Valid only when
+	// IdleSample > 0 and CPUError is "".
+	IdleBusy float64
 
 	// ExpectedTotal is Accounts × InitialBalance; Total the final sum.
 	ExpectedTotal, Total int64
@@ -154,7 +175,15 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		return res, fmt.Errorf("lab: %s: setup: %w", a.Name(), err)
 	}
 	pick := newPicker(w.Accounts, w.Zipf)
+	if w.IdleSample > 0 {
+		idle, err := sampleCPU(ctx, w.IdleSample)
+		if err != nil {
+			return res, fmt.Errorf("lab: %s: %w", a.Name(), err)
+		}
+		res.IdleBusy = idle.BusyShare()
+	}
 	workers := make([]*worker, w.Concurrency)
+	cpu0, cpuErr := ReadMachineCPU()
 	start := time.Now()
 	deadline := start.Add(w.Duration)
 	var wg sync.WaitGroup
@@ -170,6 +199,10 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	cpu1, err := ReadMachineCPU()
+	if cpuErr == nil {
+		cpuErr = err
+	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("lab: %s: run interrupted: %w", a.Name(), err)
 	}
@@ -196,6 +229,14 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		res.Throughput = float64(res.OK) / res.Elapsed.Seconds()
 	}
 	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if cpuErr != nil {
+		res.CPUError = cpuErr.Error()
+	} else {
+		res.CPUSeconds = cpu1.Sub(cpu0).Busy.Seconds()
+		if res.OK > 0 {
+			res.CPUPer1000 = res.CPUSeconds * 1000 / float64(res.OK)
+		}
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 	defer cancel()
@@ -207,6 +248,27 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		return res, fmt.Errorf("lab: %s: %w", a.Name(), err)
 	}
 	return res, nil
+}
+
+// sampleCPU returns the machine's CPU times over d, or zero times where
+// they cannot be read (Run reports that through its own reading).
+func sampleCPU(ctx context.Context, d time.Duration) (CPUTimes, error) {
+	before, err := ReadMachineCPU()
+	if err != nil {
+		return CPUTimes{}, nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return CPUTimes{}, fmt.Errorf("idle sample interrupted: %w", ctx.Err())
+	}
+	after, err := ReadMachineCPU()
+	if err != nil {
+		return CPUTimes{}, nil
+	}
+	return after.Sub(before), nil
 }
 
 // check fills the Result's checks from the final balances and the

@@ -66,8 +66,12 @@ type entity struct {
 	// batcher without a copy.
 	recentEnc  [][]byte
 	recentSize int // bytes of recentEnc
-	recentIdx  map[string]*ordopb.DedupEntry
-	recentIDs  []string // request IDs of recentEnc, in the same order
+	recentIDs  []string // the request IDs of recentEnc, in the same order
+	// recentIdx indexes recentEnc by request ID once the window holds more
+	// than indexFrom entries (a scan is cheaper, and a map costs memory
+	// in every idle entity, below that). Entries are decoded on a hit
+	// only: an idle entity keeps its window as bytes.
+	recentIdx map[string][]byte
 	dirty      bool     // the dedup window changed since the last write
 	after      []writeDep
 
@@ -202,7 +206,7 @@ func (e *entity) handleInvoke(c *call) {
 	if c.msg == nil {
 		hash = payloadHash(env.GetPayload())
 	}
-	if d, ok := e.recentIdx[id]; ok {
+	if d := e.lookupRecent(id); d != nil {
 		if !sameHash(d.GetPayloadHash(), hash) {
 			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST,
 				"request ID %q was already used for a different request to %s", id, e.ref)))
@@ -470,21 +474,48 @@ func (e *entity) rollback() {
 	}
 }
 
+// indexFrom is the window length from which recentIdx is kept.
+const indexFrom = 16
+
+// lookupRecent returns the dedup entry of request id, or nil.
+func (e *entity) lookupRecent(id string) *ordopb.DedupEntry {
+	var enc []byte
+	if e.recentIdx != nil {
+		enc = e.recentIdx[id]
+	} else {
+		for i := len(e.recentIDs) - 1; i >= 0; i-- {
+			if e.recentIDs[i] == id {
+				enc = e.recentEnc[i]
+				break
+			}
+		}
+	}
+	if enc == nil {
+		return nil
+	}
+	return decodeRecent(enc)
+}
+
 // remember records the reply to request id in the dedup window.
 func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
-	if e.recentIdx == nil {
-		e.recentIdx = make(map[string]*ordopb.DedupEntry)
-	}
-	d := &ordopb.DedupEntry{RequestId: id, Reply: rep, PayloadHash: hash}
-	enc := encodeRecent(d)
+	enc := encodeRecent(&ordopb.DedupEntry{RequestId: id, Reply: rep, PayloadHash: hash})
 	e.recentEnc = append(e.recentEnc, enc)
 	e.recentIDs = append(e.recentIDs, id)
 	e.recentSize += len(enc)
-	e.recentIdx[id] = d
+	if e.recentIdx != nil {
+		e.recentIdx[id] = enc
+	} else if len(e.recentIDs) > indexFrom {
+		e.recentIdx = make(map[string][]byte, len(e.recentIDs))
+		for i, rid := range e.recentIDs {
+			e.recentIdx[rid] = e.recentEnc[i]
+		}
+	}
 	e.dirty = true
 	if over := len(e.recentEnc) - e.h.cfg.DedupWindow; over > 0 {
 		for i, old := range e.recentEnc[:over] {
-			delete(e.recentIdx, e.recentIDs[i])
+			if e.recentIdx != nil {
+				delete(e.recentIdx, e.recentIDs[i])
+			}
 			e.recentSize -= len(old)
 		}
 		// Cut from the front without writing in place: a write in flight
@@ -496,6 +527,18 @@ func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
 			e.recentIDs = append(make([]string, 0, 2*e.h.cfg.DedupWindow), e.recentIDs...)
 		}
 	}
+}
+
+// decodeRecent decodes an entry encodeRecent made.
+func decodeRecent(enc []byte) *ordopb.DedupEntry {
+	_, _, n := protowire.ConsumeTag(enc)
+	body, m := protowire.ConsumeBytes(enc[n:])
+	d := new(ordopb.DedupEntry)
+	if n < 0 || m < 0 || proto.Unmarshal(body, d) != nil {
+		// encodeRecent made these bytes; failing here is a bug.
+		panic("actors: cannot decode own dedup entry")
+	}
+	return d
 }
 
 // payloadHash identifies a request's payload for dedup: FNV-1a 64 over
@@ -577,7 +620,12 @@ func (e *entity) release() {
 			e.send(hd.out)
 		}
 	}
-	e.held = append(e.held[:0], e.held[n:]...)
+	rest := copy(e.held, e.held[n:])
+	clear(e.held[rest:]) // release the sent replies and messages
+	e.held = e.held[:rest]
+	if rest == 0 && cap(e.held) > 64 {
+		e.held = nil // a burst is over: do not keep its buffer
+	}
 }
 
 // failHeld drops every held reply with err and every held message.
@@ -671,13 +719,18 @@ func (e *entity) activate() error {
 	recent := stored.GetRecent()
 	e.recentEnc = make([][]byte, len(recent))
 	e.recentIDs = make([]string, len(recent))
-	e.recentIdx = make(map[string]*ordopb.DedupEntry, len(recent))
+	e.recentIdx = nil
+	if len(recent) > indexFrom {
+		e.recentIdx = make(map[string][]byte, len(recent))
+	}
 	e.recentSize = 0
 	for i, d := range recent {
-		e.recentIdx[d.GetRequestId()] = d
 		e.recentIDs[i] = d.GetRequestId()
 		e.recentEnc[i] = encodeRecent(d)
 		e.recentSize += len(e.recentEnc[i])
+		if e.recentIdx != nil {
+			e.recentIdx[d.GetRequestId()] = e.recentEnc[i]
+		}
 	}
 	e.loaded = true
 	e.begin()
@@ -744,6 +797,7 @@ func (e *entity) flushOutbox(dep uint64) {
 		}
 		e.held = append(e.held, held{dep: dep, out: out})
 	}
+	clear(e.outbox)
 	e.outbox = e.outbox[:0]
 	e.release()
 }

@@ -52,6 +52,12 @@ type Host struct {
 	activations  atomic.Uint64
 	passivations atomic.Uint64
 
+	// props spawns every entity; its producer returns spawning, set under
+	// mu just before each Spawn (which calls the producer synchronously),
+	// so that no entity needs Props of its own.
+	props    *actor.Props
+	spawning *entity
+
 	// paused, when non-nil, is a channel entities wait on before handling
 	// any message (a fault hook; see Pause).
 	paused atomic.Pointer[chan struct{}]
@@ -175,6 +181,10 @@ func (h *Host) Start(ctx context.Context) error {
 			// keep the dead-letter throttle's timer goroutines short-lived.
 			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 		)
+		// A lock-free mailbox allocates no ring buffer up front: an idle
+		// entity costs less memory.
+		h.props = actor.PropsFromProducer(func() actor.Actor { return h.spawning },
+			actor.WithMailbox(actor.UnboundedLockfree()))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg)
 		go h.batcher.run(h.ctx)
@@ -489,7 +499,9 @@ func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
 	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{}), used: timeNow()}
 	e := &entity{h: h, en: en, ref: ref, shard: sh, epoch: sh.epoch, beh: kind.newBehavior()}
 	e.beh.bind(e)
-	en.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return e }))
+	h.spawning = e
+	en.pid = h.system.Root.Spawn(h.props)
+	h.spawning = nil
 	en.elem = h.lru.PushFront(en)
 	sh.entities[ref] = en
 	h.active++

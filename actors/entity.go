@@ -65,15 +65,15 @@ type entity struct {
 	// front, never written in place, so a write can share it with the
 	// batcher without a copy.
 	recentEnc  [][]byte
-	recentSize int // bytes of recentEnc
+	recentSize int      // bytes of recentEnc
 	recentIDs  []string // the request IDs of recentEnc, in the same order
 	// recentIdx indexes recentEnc by request ID once the window holds more
 	// than indexFrom entries (a scan is cheaper, and a map costs memory
 	// in every idle entity, below that). Entries are decoded on a hit
 	// only: an idle entity keeps its window as bytes.
 	recentIdx map[string][]byte
-	dirty      bool     // the dedup window changed since the last write
-	after      []writeDep
+	dirty     bool // the dedup window changed since the last write
+	after     []writeDep
 
 	held     []held // replies and messages waiting for durability, in order
 	outbox   []*outMsg

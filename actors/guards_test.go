@@ -2,7 +2,7 @@ package actors_test
 
 // Tests of the runtime's safety guards through its exported behaviour
 // (kinds, handlers, Host, Router and store wrappers), each written so that
-// the guard's mutation in internal/mutants fails it.
+// the guard's mutation in tools/mutants fails it.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package cluster_test
 
 // Tests of the guards the cluster wires between placement and the entity
-// runtime, each written so that the guard's mutation in internal/mutants
+// runtime, each written so that the guard's mutation in tools/mutants
 // fails it.
 
 import (

@@ -275,7 +275,7 @@ var (
 	panicRE      = regexp.MustCompile(`(?m)^panic: .*|^fatal error: .*|^FAIL\s.*`)
 	errorRE      = regexp.MustCompile(`(?m)^\s+Error:\s+(.*)$`)
 	messagesRE   = regexp.MustCompile(`(?m)^\s+Messages:\s+(.*)$`)
-	logRE        = regexp.MustCompile(`(?m)^\s+\S+_test\.go:\d+: (\S.*)$`)
+	logRE        = regexp.MustCompile(`(?m)^\s+\S+\.go:\d+: (\S.*)$`)
 	buildErrorRE = regexp.MustCompile(`(?m)^\S+\.go:\d+:\d+: .*$`)
 	lineStartRE  = regexp.MustCompile(`(?m)^\S`)
 )

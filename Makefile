@@ -5,7 +5,7 @@ PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test test-short vet proto verify-proto bench bench-bank lint fuzz lab chaos
+.PHONY: test test-short vet proto verify-proto bench bench-bank lint fuzz lab chaos mutants
 
 ## test: vet, check generated code is current, run every test with the race detector.
 test: vet verify-proto
@@ -61,3 +61,8 @@ lab:
 ## chaos: a few minutes of mixed faults on a multi-process bank, for both stores.
 chaos:
 	bash examples/bank/chaos/chaos.sh
+
+## mutants: break each safety guard in turn (tools/mutants), run its package's tests, and fail if a mutant survives.
+## Takes minutes; not part of `make test`. MUTANTS='-run actors/' selects some; the PostgreSQL ones need ORDO_PG_URL.
+mutants:
+	$(GO) run ./tools/mutants $(MUTANTS)

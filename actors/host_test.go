@@ -332,16 +332,34 @@ func TestFencedWriteDropsShard(t *testing.T) {
 }
 
 // An activation in a shard whose fence is already higher fails and drops
-// the shard without reading or writing.
+// the shard without reading or writing. Own fences the shard in the
+// background; that fence is held until the call is admitted, so the
+// higher fence is met by the host's first Fence, whichever of the
+// background fence and the activation makes it.
 func TestActivationFencedDropsShard(t *testing.T) {
-	h := newHarness(t, nil)
+	const shards = 8
+	store := newFenceWatchStore(shards, false) // holds every Fence until unblock
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = shards
+	host := startHost(t, cfg, store, newCounterKind(&guard{}, &counters{}))
 	ctx := testCtx(t)
-	shard := actors.ShardOf(ref("late"), h.cfg.Shards)
-	require.NoError(t, h.store.Fence(ctx, shard, 5))
-	_, err := h.add(ctx, "late", 1)
-	require.ErrorIs(t, err, actors.ErrFenced)
-	_, owned := h.host.Owned()[shard]
+	shard := actors.ShardOf(ref("late"), shards)
+	require.NoError(t, host.Own(shard, 1))
+	require.NoError(t, store.Store.Fence(ctx, shard, 5)) // a newer owner, not held
+
+	replies := make(chan *ordopb.Reply, 1)
+	env, err := actors.Envelope(ref("late"), &testpb.Add{Delta: 1}, "late-1")
+	require.NoError(t, err)
+	host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	store.unblock()
+	r := <-replies
+	require.ErrorIs(t, actors.ErrorFromProto(r.GetError()), actors.ErrFenced, "reply %v", r)
+	_, owned := host.Owned()[shard]
 	require.False(t, owned)
+	_, _, loads, _ := store.counts(shard)
+	require.Zero(t, loads, "a fenced shard's entity was read")
+	saves, _ := store.Stats()
+	require.Zero(t, saves, "a fenced shard's entity was written")
 }
 
 // The LRU cap bounds active entities (by count) and passivated state survives.

@@ -12,6 +12,7 @@ import (
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
+	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -134,6 +135,30 @@ func (e *env) settled(nodes ...*cluster.Node) {
 		}
 		if len(seen) != int(e.shards) {
 			return fmt.Errorf("%d of %d shards owned", len(seen), e.shards)
+		}
+		return nil
+	})
+}
+
+// converged waits until every shard is owned by its desired owner over
+// nodes (placement.Desired over their IDs) and by no other node: shards
+// stop moving once every node sees the same live set. settled alone also
+// holds midway through handoffs, for instance while a node that joined
+// still holds free shards it took before it knew its peers.
+func (e *env) converged(nodes ...*cluster.Node) {
+	e.t.Helper()
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.ID())
+	}
+	testutil.Eventually(e.t, 30*time.Second, 20*time.Millisecond, func() error {
+		for s := uint32(0); s < e.shards; s++ {
+			want := placement.Desired(s, ids)
+			for _, n := range nodes {
+				if _, owns := n.Owned()[s]; owns != (n.ID() == want) {
+					return fmt.Errorf("shard %d: %s owns it: %v; desired owner %s", s, n.ID(), owns, want)
+				}
+			}
 		}
 		return nil
 	})

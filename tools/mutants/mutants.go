@@ -1,0 +1,251 @@
+package main
+
+// The guard mutations. Each one names a file, an exact snippet of it (which
+// must occur exactly once) and its replacement, and the packages whose
+// tests must fail once it is applied. A snippet no longer found is an
+// ERROR: update it when the guarded code changes, keeping the mutation's
+// meaning. Add a mutation for every new guard.
+
+var mutants = []Mutant{
+	// ---- actors: the entity runtime ----
+	{
+		Name:  "actors/output-gate",
+		Guard: "S2: a reply leaves only once the writes it depends on are durable",
+		File:  "actors/entity.go",
+		Orig:  `for n < len(e.held) && e.held[n].dep <= e.durable {`,
+		Repl:  `for n < len(e.held) {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/read-gate",
+		Guard: "S2: every reply is gated, reads included (a read after a hook's or continuation's write)",
+		File:  "actors/entity.go",
+		Orig: `	if !write {
+		e.flushOutbox(e.seq)
+		e.hold(e.seq, c, rep, nil)`,
+		Repl: `	if !write {
+		e.flushOutbox(e.seq)
+		e.hold(0, c, rep, nil)`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/dedup-lookup",
+		Guard: "S3: a repeated request ID gets the stored reply without running the handler",
+		File:  "actors/entity.go",
+		Orig:  `if d, ok := e.recentIdx[id]; ok {`,
+		Repl:  `if d, ok := e.recentIdx[id]; ok && false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/dedup-in-record",
+		Guard: "S3: the dedup entries are written with the state, in the same record",
+		File:  "actors/entity.go",
+		Orig: `	for _, b := range e.recentEnc {
+		data = append(data, b...)
+	}`,
+		Repl: ``,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/lease-check",
+		Guard: "S2: no reply that reveals state leaves while the lease is not valid",
+		File:  "actors/host.go",
+		Orig:  `h.cfg.LeaseValid != nil && !h.cfg.LeaseValid() {`,
+		Repl:  `false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/fence-before-load",
+		Guard: "S1: a new owner fences the shard before it reads any state",
+		File:  "actors/entity.go",
+		Orig: `	if err := e.h.ensureFenced(e.shard); err != nil {
+		if errors.Is(err, persistence.ErrFenced) {
+			e.h.shardLost(e.shard, err)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, err)
+		}
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
+	}
+	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.StoreTimeout)
+	defer cancel()
+	rec, err := e.h.store.Load(ctx, e.ref.Kind, e.ref.ID)
+`,
+		Repl: `	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.StoreTimeout)
+	defer cancel()
+	rec, err := e.h.store.Load(ctx, e.ref.Kind, e.ref.ID)
+	if ferr := e.h.ensureFenced(e.shard); ferr != nil {
+		if errors.Is(ferr, persistence.ErrFenced) {
+			e.h.shardLost(e.shard, ferr)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, ferr)
+		}
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, ferr)
+	}
+`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/no-fence-at-activation",
+		Guard: "S1: an activation fences the shard itself when the background fence has not completed",
+		File:  "actors/entity.go",
+		Orig: `	if err := e.h.ensureFenced(e.shard); err != nil {
+		if errors.Is(err, persistence.ErrFenced) {
+			e.h.shardLost(e.shard, err)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, err)
+		}
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
+	}
+`,
+		Repl: ``,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/rollback-state",
+		Guard: "a failed handler's changes to the state are rolled back",
+		File:  "actors/entity.go",
+		Orig:  `if err := e.beh.load(e.lastState); err != nil {`,
+		Repl:  `if err := error(nil); err != nil {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/rollback-outbox",
+		Guard: "a failed handler's messages are not sent",
+		File:  "actors/entity.go",
+		Orig: `func (e *entity) rollback() {
+	e.outbox = e.outbox[:0]
+`,
+		Repl: `func (e *entity) rollback() {
+`,
+		Pkgs: []string{"./actors"},
+	},
+
+	// ---- cluster ----
+	{
+		Name:  "cluster/lease-wiring",
+		Guard: "S2: the host's replies are gated on the placement lease",
+		File:  "cluster/node.go",
+		Orig:  `hc.LeaseValid = func() bool { return n.place != nil && n.place.Valid() }`,
+		Repl:  `hc.LeaseValid = func() bool { return true }`,
+		Pkgs:  []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/same-request-id",
+		Guard: "S3: a call is retried with the same request ID",
+		File:  "cluster/invoke.go",
+		Orig:  `rep, err = r.attempt(ctx, shard, env, changed)`,
+		Repl: `if attempt > 0 {
+				env.RequestId = actors.NewRequestID()
+			}
+			rep, err = r.attempt(ctx, shard, env, changed)`,
+		Pkgs: []string{"./cluster"},
+	},
+
+	// ---- placement ----
+	{
+		Name:  "placement/acquire-guard",
+		Guard: "S1: a shard lock is taken only when nobody holds it",
+		File:  "placement/keys.go",
+		Orig: `If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, nodeID, clientv3.WithLease(lease))).`,
+		Repl: `If().
+		Then(clientv3.OpPut(key, nodeID, clientv3.WithLease(lease))).`,
+		Pkgs: []string{"./placement"},
+	},
+	{
+		Name:  "placement/deadline-from-send",
+		Guard: "S1/S2: the validity deadline counts from the keepalive's send time",
+		File:  "placement/session.go",
+		Orig:  `nd := sent + int64(time.Duration(resp.TTL)*time.Second-s.margin)`,
+		Repl:  `nd := monoNow() + int64(time.Duration(resp.TTL)*time.Second-s.margin)`,
+		Pkgs:  []string{"./placement"},
+	},
+
+	// ---- persistence ----
+	{
+		Name:  "memory/save-fence",
+		Guard: "S1: a write is accepted only under the shard's current fence",
+		File:  "persistence/memory/memory.go",
+		Orig:  `if have := s.fences[r.Shard]; have != r.Epoch {`,
+		Repl:  `if have := s.fences[r.Shard]; false && have != r.Epoch {`,
+		Pkgs:  []string{"./persistence/memory"},
+	},
+	{
+		Name:  "memory/fence-upward",
+		Guard: "S1: a fence only rises",
+		File:  "persistence/memory/memory.go",
+		Orig:  `if have := s.fences[shard]; have > epoch {`,
+		Repl:  `if have := s.fences[shard]; false && have > epoch {`,
+		Pkgs:  []string{"./persistence/memory"},
+	},
+	{
+		Name:  "etcd/save-fence",
+		Guard: "S1: a write is accepted only under the shard's current fence (= in the compare)",
+		File:  "persistence/etcd/etcd.go",
+		Orig:  `clientv3.Compare(clientv3.Value(g.fence), "=", formatFence(g.epoch))`,
+		Repl:  `clientv3.Compare(clientv3.Value(g.fence), ">=", formatFence(g.epoch))`,
+		Pkgs:  []string{"./persistence/etcd"},
+	},
+	{
+		Name:  "etcd/fence-upward",
+		Guard: "S1: a fence only rises",
+		File:  "persistence/etcd/etcd.go",
+		Orig: `		case have > epoch:
+			return &persistence.FencedError{Shard: shard, Have: epoch, Want: have}`,
+		Repl: `		case false && have > epoch:
+			return &persistence.FencedError{Shard: shard, Have: epoch, Want: have}`,
+		Pkgs: []string{"./persistence/etcd"},
+	},
+	{
+		Name:  "postgres/save-fence",
+		Guard: "S1: a write is accepted only under the shard's current fence",
+		File:  "persistence/postgres/pgstore.go",
+		Orig:  `JOIN f ON f.shard = req.shard AND f.epoch = req.epoch`,
+		Repl:  `JOIN f ON f.shard = req.shard`,
+		Pkgs:  []string{"./persistence/postgres"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
+		Name:  "postgres/for-share",
+		Guard: "S1: the fence rows are locked (FOR SHARE) for the write's transaction",
+		File:  "persistence/postgres/pgstore.go",
+		Orig:  `ORDER BY shard FOR SHARE`,
+		Repl:  `ORDER BY shard`,
+		Pkgs:  []string{"./persistence/postgres"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
+		Name:  "postgres/fence-upward",
+		Guard: "S1: a fence only rises",
+		File:  "persistence/postgres/pgstore.go",
+		Orig:  `ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch`,
+		Repl:  `ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch`,
+		Pkgs:  []string{"./persistence/postgres"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+
+	// ---- the bank example ----
+	{
+		Name:  "bank/debit-records-transfer",
+		Guard: "S5: an account debits a transfer ID once, whatever the request ID",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig: `		c.State.Debits[m.TransferId] = m.Amount
+`,
+		Repl: ``,
+		Pkgs: []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/credit-records-transfer",
+		Guard: "S5: an account credits a transfer ID once, whatever the request ID",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig: `		c.State.Credits[m.TransferId] = m.Amount
+`,
+		Repl: ``,
+		Pkgs: []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "check/conservation",
+		Guard: "S5: the checker reports money created or lost",
+		File:  "examples/bank/check/check.go",
+		Orig:  `if sum != want || missing > 0 {`,
+		Repl:  `if missing > 0 {`,
+		Pkgs:  []string{"./examples/bank/check"},
+	},
+}

@@ -334,7 +334,7 @@ func TestGuardReadAfterContinuationWriteWaitsForIt(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "cont", ID: "c"}
-	_, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: "dst", Delta: 5, RequestId: "fwd-1"})
+	_, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: farID(r, cfg.Shards), Delta: 5, RequestId: "fwd-1"})
 	require.NoError(t, err)
 	// The forward's write is durable, so its request has been released.
 	msgs := router.sent()
@@ -373,13 +373,14 @@ func TestGuardFailedHandlerSendsNothing(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "cont", ID: "s"}
-	_, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: "dst", Delta: -1, RequestId: "bad"})
+	dst := farID(r, cfg.Shards)
+	_, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: dst, Delta: -1, RequestId: "bad"})
 	require.ErrorIs(t, err, actors.ErrHandler)
 	// Messages leave before the reply they were made with (both wait for
 	// the same write), so anything the failed handler sent is out by now.
 	require.Empty(t, router.sent(), "a failed handler's message was sent")
 
-	_, err = actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: "dst", Delta: 1, RequestId: "good"})
+	_, err = actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: dst, Delta: 1, RequestId: "good"})
 	require.NoError(t, err)
 	msgs := router.sent()
 	require.Len(t, msgs, 1, "exactly the successful handler's message")
@@ -387,4 +388,16 @@ func TestGuardFailedHandlerSendsNothing(t *testing.T) {
 	v, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Get{})
 	require.NoError(t, err)
 	require.Zero(t, v.Value, "the failed handler's state change was kept")
+}
+
+// farID returns the ID of an entity of r's kind in another shard than r:
+// a message to it goes through the router (one to r's own shard is handed
+// over in memory).
+func farID(r actors.Ref, shards int) string {
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("dst-%d", i)
+		if actors.ShardOf(actors.Ref{Kind: r.Kind, ID: id}, shards) != actors.ShardOf(r, shards) {
+			return id
+		}
+	}
 }

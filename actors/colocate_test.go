@@ -9,6 +9,8 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
@@ -143,4 +145,137 @@ func TestOneEncodePerSave(t *testing.T) {
 	require.Equal(t, after.Records-before.Records, after.Encodes-before.Encodes)
 	v, _ := h.stored("hot")
 	require.EqualValues(t, n+2, v)
+}
+
+// orderStore records, for every Save, when it started and ended and which
+// entities it carried; Loads of one entity can be held.
+type orderStore struct {
+	*memory.Store
+	mu       sync.Mutex
+	saves    []saveSpan
+	holdLoad string
+	loadGate chan struct{}
+	blockFor string // a Save carrying this entity waits for saveGate
+	saveGate chan struct{}
+}
+
+type saveSpan struct {
+	start, end time.Time
+	ids        []string
+}
+
+func (s *orderStore) Load(ctx context.Context, kind, id string) (persistence.Record, error) {
+	if id == s.holdLoad {
+		<-s.loadGate
+	}
+	return s.Store.Load(ctx, kind, id)
+}
+
+func (s *orderStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	span := saveSpan{start: time.Now()}
+	block := false
+	for _, r := range recs {
+		span.ids = append(span.ids, r.ID)
+		block = block || r.ID == s.blockFor
+	}
+	if block {
+		<-s.saveGate
+	}
+	out, err := s.Store.Save(ctx, recs)
+	span.end = time.Now()
+	s.mu.Lock()
+	s.saves = append(s.saves, span)
+	s.mu.Unlock()
+	return out, err
+}
+
+// The write of an entity that handled a co-located message made before
+// its sender's write was durable never reaches the store before that
+// write: here the sender's Save is in flight (and held) when the receiver
+// writes, and Saves may run in parallel; the receiver's write waits.
+func TestColocatedWriteNeverPrecedesItsSender(t *testing.T) {
+	st := &orderStore{Store: memory.New(), loadGate: make(chan struct{}), saveGate: make(chan struct{})}
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 4
+	cfg.BatchMaxInFlight = 4
+	host, err := actors.NewHost(cfg, st, newCounterKind(&guard{}, &counters{}))
+	require.NoError(t, err)
+	require.NoError(t, host.Start(context.Background()))
+	for s := 0; s < cfg.Shards; s++ {
+		require.NoError(t, host.Own(uint32(s), 1))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, host.Shutdown(ctx))
+		st.Close()
+	})
+	ctx := testCtx(t)
+	sender, err := actors.Colocated("counter", ref("rcv"), "snd")
+	require.NoError(t, err)
+	_, err = actors.Call[*testpb.Value](ctx, host, sender, &testpb.Get{}) // activate the sender
+	require.NoError(t, err)
+
+	// The receiver's activation waits (its Load is held), so the sender's
+	// write goes alone, and is held in the store.
+	st.holdLoad, st.blockFor = "rcv", sender.ID
+	reply := make(chan error, 1)
+	go func() {
+		_, err := actors.Call[*testpb.Value](ctx, host, sender, &testpb.Forward{To: "rcv", Delta: 3, RequestId: "fwd"})
+		reply <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if host.Stats().Batch.Saves < 1 { // the Forward's write is in flight
+			return errPending
+		}
+		return nil
+	})
+	close(st.loadGate) // the receiver handles the message and writes
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if w := host.Stats().Batch.Writes; w < 2 {
+			return errPending
+		}
+		return nil
+	})
+	close(st.saveGate)
+	require.NoError(t, <-reply)
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if v, _ := st.storedValue("rcv"); v != 3 {
+			return errPending
+		}
+		return nil
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var senderEnd time.Time
+	for _, s := range st.saves {
+		for _, id := range s.ids {
+			if id == sender.ID && senderEnd.IsZero() {
+				senderEnd = s.end
+			}
+		}
+	}
+	for _, s := range st.saves {
+		for _, id := range s.ids {
+			if id == "rcv" {
+				require.False(t, s.start.Before(senderEnd), "the receiver's write was sent before its sender's was durable")
+			}
+		}
+	}
+}
+
+func (s *orderStore) storedValue(id string) (int64, error) {
+	rec, err := s.Store.Load(context.Background(), "counter", id)
+	if err != nil {
+		return 0, err
+	}
+	var er ordopb.EntityRecord
+	if err := protoUnmarshal(rec.Data, &er); err != nil {
+		return 0, err
+	}
+	var c testpb.Counter
+	if err := protoUnmarshal(er.State, &c); err != nil {
+		return 0, err
+	}
+	return c.Value, nil
 }

@@ -20,10 +20,12 @@ var mutants = []Mutant{
 		Name:  "actors/read-gate",
 		Guard: "S2: every reply is gated, reads included (a read after a hook's or continuation's write)",
 		File:  "actors/entity.go",
-		Orig: `	if !write {
+		Orig: `			rep = errReply(env, err)
+		}
 		e.flushOutbox(e.seq)
 		e.hold(e.seq, c, rep, nil)`,
-		Repl: `	if !write {
+		Repl: `			rep = errReply(env, err)
+		}
 		e.flushOutbox(e.seq)
 		e.hold(0, c, rep, nil)`,
 		Pkgs: []string{"./actors"},
@@ -32,19 +34,37 @@ var mutants = []Mutant{
 		Name:  "actors/dedup-lookup",
 		Guard: "S3: a repeated request ID gets the stored reply without running the handler",
 		File:  "actors/entity.go",
-		Orig:  `if d, ok := e.recentIdx[id]; ok {`,
-		Repl:  `if d, ok := e.recentIdx[id]; ok && false {`,
+		Orig:  `if d := e.lookupRecent(id); d != nil {`,
+		Repl:  `if d := e.lookupRecent(id); d != nil && false {`,
 		Pkgs:  []string{"./actors"},
 	},
 	{
 		Name:  "actors/dedup-in-record",
 		Guard: "S3: the dedup entries are written with the state, in the same record",
-		File:  "actors/entity.go",
-		Orig: `	for _, b := range e.recentEnc {
+		File:  "actors/batcher.go",
+		Orig: `	for _, b := range w.recent {
 		data = append(data, b...)
 	}`,
 		Repl: ``,
 		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/deferred-reply-gate",
+		Guard: "S2: a deferred reply leaves only once the write that resolved it (and recorded it) is durable",
+		File:  "actors/entity.go",
+		Orig: `		dep := e.seq
+		if r.early {`,
+		Repl: `		dep := before
+		if r.early {`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/colocated-dependency",
+		Guard: "S1/S5: a co-located receiver's write never becomes durable before the sender's write it depends on",
+		File:  "actors/batcher.go",
+		Orig:  `if len(p.after) > 0 && !p.ready(inBatch) {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./actors"},
 	},
 	{
 		Name:  "actors/lease-check",
@@ -238,6 +258,16 @@ var mutants = []Mutant{
 		Orig: `		c.State.Credits[m.TransferId] = m.Amount
 `,
 		Repl: ``,
+		Pkgs: []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/rejection-waits-for-its-write",
+		Guard: "S5: a rejected transfer is answered only once its outcome is durable (a replay could debit)",
+		File:  "examples/bank/ledger/transfer.go",
+		Orig: `	if status == rejected {
+		c.Resolve(outcome, state(c.State), nil)`,
+		Repl: `	if status == rejected {
+		c.ResolveNow(outcome, state(c.State), nil)`,
 		Pkgs: []string{"./examples/bank/ledger"},
 	},
 	{

@@ -222,3 +222,80 @@ func storedAccount(t *testing.T, st *memory.Store, id string) *bankpb.Account {
 	require.NoError(t, proto.Unmarshal(er.State, &a))
 	return &a
 }
+
+// A rejection is answered only once it is durable: were it answered
+// earlier and its write lost, a replay of the saga after the source's
+// dedup window rolled past the refused debit (and funds arrived) would
+// debit after all, and the client would have been told "rejected" about
+// a transfer that moved money.
+func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
+	st := &crashStore{Store: memory.New(), at: 2, fault: loseWrite}
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 16
+	cfg.DedupWindow = 2
+	var h *actors.Host
+	var epoch atomic.Int64
+	epoch.Store(1)
+	var ownMu sync.Mutex
+	reown := func() {
+		ownMu.Lock()
+		defer ownMu.Unlock()
+		owned := h.Owned()
+		for s := 0; s < cfg.Shards; s++ {
+			if _, ok := owned[uint32(s)]; !ok {
+				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
+			}
+		}
+	}
+	cfg.OnShardLost = func(uint32, int64, error) { go reown() }
+	h, err := actors.NewHost(cfg, st, ledger.Account, ledger.Transfer)
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	for s := 0; s < cfg.Shards; s++ {
+		require.NoError(t, h.Own(uint32(s), 1))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, h.Shutdown(ctx))
+		st.Close()
+	})
+	inv := retrying{h: h, reown: reown}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("a"), &bankpb.Open{Initial: 100})
+	require.NoError(t, err)
+	_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("b"), &bankpb.Open{Initial: 0})
+	require.NoError(t, err)
+
+	// Save 1: the start with the refused debit; save 2, the rejection, is
+	// lost (nothing written, outcome unknown).
+	st.armed.Store(true)
+	told, err := ledger.SubmitAndWait(ctx, inv, "t-r", "a", "b", 200)
+	require.NoError(t, err)
+	// Funds arrive and roll the source's dedup window past the refused
+	// debit; then the transfer is activated (and replayed if not final).
+	for i := 0; i < 2; i++ {
+		_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("a"), &bankpb.Deposit{Amount: 500})
+		require.NoError(t, err)
+	}
+	var final *bankpb.TransferState
+	testutil.Eventually(t, 20*time.Second, 5*time.Millisecond, func() error {
+		final, err = actors.Call[*bankpb.TransferState](ctx, inv, ledger.TransferRef("a", "t-r"), &bankpb.GetTransfer{})
+		if err != nil {
+			return err
+		}
+		if !ledger.Terminal(final.Status) {
+			return fmt.Errorf("transfer still %v", final.Status)
+		}
+		return nil
+	})
+	require.Equal(t, told.Status, final.Status, "the client was told %v; the transfer ended %v", told.Status, final.Status)
+	a, b := balanceVia(t, ctx, inv, "a"), balanceVia(t, ctx, inv, "b")
+	require.EqualValues(t, 1100, a+b)
+	if told.Status == bankpb.TransferStatus_TRANSFER_STATUS_REJECTED {
+		require.EqualValues(t, 0, b, "a rejected transfer moved money")
+	} else {
+		require.EqualValues(t, 200, b)
+	}
+}

@@ -137,7 +137,7 @@ func TestOneEncodePerSave(t *testing.T) {
 	})
 	release()
 	for i := 0; i <= n; i++ {
-		require.Nil(t, (<-replies).GetError())
+		require.Nil(t, (recv(t, replies)).GetError())
 	}
 	after := h.host.Stats().Batch
 	require.EqualValues(t, n+1, after.Writes-before.Writes)

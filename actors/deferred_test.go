@@ -102,6 +102,18 @@ func value(t *testing.T, r *ordopb.Reply) int64 {
 	return v.GetValue()
 }
 
+// recv returns the next reply on ch, failing the test after 10s.
+func recv(t *testing.T, ch chan *ordopb.Reply) *ordopb.Reply {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply within 10s")
+		return nil
+	}
+}
+
 func requireNoReply(t *testing.T, ch chan *ordopb.Reply, what string) {
 	t.Helper()
 	select {
@@ -139,8 +151,8 @@ func TestDeferredReplyGatedUntilDurable(t *testing.T) {
 	requireNoReply(t, wait, "deferred reply while its write is blocked")
 	requireNoReply(t, add, "reply while its write is blocked")
 	release()
-	require.EqualValues(t, 42, value(t, <-wait))
-	require.EqualValues(t, 42, value(t, <-add))
+	require.EqualValues(t, 42, value(t, recv(t, wait)))
+	require.EqualValues(t, 42, value(t, recv(t, add)))
 
 	// The answer is stored under the request ID: a retry, even after the
 	// state moved on, gets it without running the handler again.
@@ -173,12 +185,12 @@ func TestResolveNowSkipsItsOwnWrite(t *testing.T) {
 	})
 	release := l.store.BlockSaves()
 	fwd := l.submit(t, "n", &testpb.Forward{Delta: 9}, "fwd-n", time.Time{})
-	require.EqualValues(t, 9, value(t, <-wait)) // while the resolving write is blocked
+	require.EqualValues(t, 9, value(t, recv(t, wait))) // while the resolving write is blocked
 	requireNoReply(t, fwd, "the resolver's own reply while its write is blocked")
 	release()
-	require.EqualValues(t, 9, value(t, <-fwd))
+	require.EqualValues(t, 9, value(t, recv(t, fwd)))
 	again := l.submit(t, "n", &testpb.Echo{}, "echo-n", time.Time{})
-	require.EqualValues(t, 9, value(t, <-again))
+	require.EqualValues(t, 9, value(t, recv(t, again)))
 	require.EqualValues(t, 1, l.echoes.Load(), "Echo handler runs")
 }
 
@@ -195,15 +207,15 @@ func TestDeferredDuplicateWhilePending(t *testing.T) {
 	})
 	dup := l.submit(t, "d", &testpb.Echo{}, "echo-d", time.Time{})
 	other := l.submit(t, "d", &testpb.Echo{N: 7}, "echo-d", time.Time{}) // same ID, other payload
-	r := <-other
+	r := recv(t, other)
 	require.ErrorIs(t, actors.ErrorFromProto(r.GetError()), actors.ErrBadRequest)
 	requireNoReply(t, first, "first")
 	requireNoReply(t, dup, "duplicate")
 
 	_, err := actors.Call[*testpb.Value](testCtx(t), l.host, latchRef("d"), &testpb.Add{Delta: 5})
 	require.NoError(t, err)
-	require.EqualValues(t, 5, value(t, <-first))
-	require.EqualValues(t, 5, value(t, <-dup))
+	require.EqualValues(t, 5, value(t, recv(t, first)))
+	require.EqualValues(t, 5, value(t, recv(t, dup)))
 	require.EqualValues(t, 1, l.echoes.Load(), "Echo handler runs")
 }
 
@@ -219,7 +231,7 @@ func TestDeferredResolvedWithError(t *testing.T) {
 	})
 	_, err := actors.Call[*testpb.Value](testCtx(t), l.host, latchRef("e"), &testpb.Reject{Code: "closed"})
 	require.NoError(t, err)
-	_, err = actors.DecodeReply[*testpb.Value](<-w)
+	_, err = actors.DecodeReply[*testpb.Value](recv(t, w))
 	require.ErrorIs(t, err, actors.ErrHandler)
 	var ae *actors.Error
 	require.ErrorAs(t, err, &ae)
@@ -255,7 +267,7 @@ func TestDeferredPendingEndsRetryably(t *testing.T) {
 				return nil
 			})
 			tc.end(l, shard)
-			r := <-w
+			r := recv(t, w)
 			err := actors.ErrorFromProto(r.GetError())
 			require.Error(t, err)
 			require.True(t, actors.Retryable(err), "pending reply ended with %v, want a retryable error", err)
@@ -270,16 +282,16 @@ func TestDeferredPendingEndsRetryably(t *testing.T) {
 			})
 			_, err = actors.Call[*testpb.Value](testCtx(t), l.host, latchRef("p"), &testpb.Add{Delta: 3})
 			require.NoError(t, err)
-			require.EqualValues(t, 3, value(t, <-retry))
+			require.EqualValues(t, 3, value(t, recv(t, retry)))
 			again := l.submit(t, "p", &testpb.Echo{}, "echo-p", time.Time{})
-			require.EqualValues(t, 3, value(t, <-again))
+			require.EqualValues(t, 3, value(t, recv(t, again)))
 			require.EqualValues(t, 2, l.echoes.Load(), "Echo handler runs")
 		})
 	}
 	t.Run("deadline", func(t *testing.T) {
 		l := newLatch(t, func(c *actors.HostConfig) { c.IdleTimeout = 20 * time.Millisecond })
 		w := l.submit(t, "q", &testpb.Echo{}, "echo-q", time.Now().Add(50*time.Millisecond))
-		r := <-w
+		r := recv(t, w)
 		require.ErrorIs(t, actors.ErrorFromProto(r.GetError()), actors.ErrDeadline)
 		// Nothing is left pending: the entity passivates.
 		testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {

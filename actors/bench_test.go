@@ -131,6 +131,7 @@ func idleEntityMemory(b *testing.B, n int) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 8
 	cfg.MaxActive = 2 * n
+	cfg.IdleTimeout = time.Hour // nothing passivates while the entities are counted
 	st := discardStore{}
 	host, err := actors.NewHost(cfg, st, newCounterKind(&guard{}, &counters{}))
 	if err != nil {

@@ -623,8 +623,8 @@ func (e *entity) release() {
 	rest := copy(e.held, e.held[n:])
 	clear(e.held[rest:]) // release the sent replies and messages
 	e.held = e.held[:rest]
-	if rest == 0 && cap(e.held) > 64 {
-		e.held = nil // a burst is over: do not keep its buffer
+	if rest == 0 {
+		e.held = nil // an idle entity keeps no buffer
 	}
 }
 
@@ -797,8 +797,7 @@ func (e *entity) flushOutbox(dep uint64) {
 		}
 		e.held = append(e.held, held{dep: dep, out: out})
 	}
-	clear(e.outbox)
-	e.outbox = e.outbox[:0]
+	e.outbox = nil // an idle entity keeps no buffer
 	e.release()
 }
 

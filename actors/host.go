@@ -91,7 +91,7 @@ type entry struct {
 	elem   *list.Element
 	queued atomic.Int64 // invocations sent to the actor and not yet taken
 	evict  bool         // asked to passivate (guarded by Host.mu)
-	used   time.Time    // last call admitted (guarded by Host.mu)
+	used   int64        // last call admitted, Unix nanoseconds (guarded by Host.mu)
 	// stopped is closed when the actor has stopped, whatever the reason.
 	stopped chan struct{}
 	gone    bool // removed from the host's maps (guarded by Host.mu)
@@ -484,7 +484,7 @@ func (h *Host) admit(c *call) {
 	} else {
 		h.lru.MoveToFront(en.elem)
 	}
-	en.used = timeNow()
+	en.used = timeNow().UnixNano()
 	en.queued.Add(1)
 	h.system.Root.Send(en.pid, &invoke{c: c})
 	if h.active-h.evicts > h.cfg.MaxActive {
@@ -496,7 +496,7 @@ func (h *Host) admit(c *call) {
 const maxRequestIDLen = 256
 
 func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
-	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{}), used: timeNow()}
+	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{}), used: timeNow().UnixNano()}
 	e := &entity{h: h, en: en, ref: ref, shard: sh, epoch: sh.epoch, beh: kind.newBehavior()}
 	e.beh.bind(e)
 	h.spawning = e
@@ -539,10 +539,10 @@ func (h *Host) keep(en *entry) {
 func (h *Host) sweep() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	cutoff := timeNow().Add(-h.cfg.IdleTimeout)
+	cutoff := timeNow().Add(-h.cfg.IdleTimeout).UnixNano()
 	for el := h.lru.Back(); el != nil; el = el.Prev() {
 		en := el.Value.(*entry)
-		if en.used.After(cutoff) {
+		if en.used > cutoff {
 			return
 		}
 		if !en.evict {

@@ -81,38 +81,7 @@ func TestTransferSurvivesACrashAtEveryStep(t *testing.T) {
 
 func crashAt(t *testing.T, at int64, f fault) {
 	st := &crashStore{Store: memory.New(), at: at, fault: f}
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = 16
-	var h *actors.Host
-	var reown func()
-	// A shard given up after a lost acknowledgement is owned again under
-	// a new epoch, as placement would.
-	cfg.OnShardLost = func(uint32, int64, error) { go reown() }
-	h, err := actors.NewHost(cfg, st, ledger.Account, ledger.Transfer)
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	var epoch atomic.Int64
-	epoch.Store(1)
-	var ownMu sync.Mutex
-	reown = func() {
-		ownMu.Lock()
-		defer ownMu.Unlock()
-		owned := h.Owned()
-		for s := 0; s < cfg.Shards; s++ {
-			if _, ok := owned[uint32(s)]; !ok {
-				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
-			}
-		}
-	}
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, h.Own(uint32(s), 1))
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, h.Shutdown(ctx))
-		st.Close()
-	})
+	h, reown := reowningHost(t, st, nil)
 	var crashed atomic.Bool
 	st.crash = func() {
 		crashed.Store(true)
@@ -175,6 +144,46 @@ func crashAt(t *testing.T, at int64, f fault) {
 	})
 }
 
+// reowningHost starts a host with the ledger's kinds over st, owning every
+// shard; reown owns again, under new epochs, the shards it gave up (as
+// placement would), and runs by itself when a lost write drops a shard.
+func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func()) {
+	t.Helper()
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 16
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	var h *actors.Host
+	var epoch atomic.Int64
+	epoch.Store(1)
+	var ownMu sync.Mutex
+	reown := func() {
+		ownMu.Lock()
+		defer ownMu.Unlock()
+		owned := h.Owned()
+		for s := 0; s < cfg.Shards; s++ {
+			if _, ok := owned[uint32(s)]; !ok {
+				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
+			}
+		}
+	}
+	cfg.OnShardLost = func(uint32, int64, error) { go reown() }
+	h, err := actors.NewHost(cfg, st, ledger.Account, ledger.Transfer)
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	for s := 0; s < cfg.Shards; s++ {
+		require.NoError(t, h.Own(uint32(s), 1))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, h.Shutdown(ctx))
+		st.Close()
+	})
+	return h, reown
+}
+
 // retrying is a client: it retries retryable answers with the same
 // envelope, re-owning shards a crash or a lost write gave up.
 type retrying struct {
@@ -230,40 +239,11 @@ func storedAccount(t *testing.T, st *memory.Store, id string) *bankpb.Account {
 // a transfer that moved money.
 func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 	st := &crashStore{Store: memory.New(), at: 2, fault: loseWrite}
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = 16
-	cfg.DedupWindow = 2
-	var h *actors.Host
-	var epoch atomic.Int64
-	epoch.Store(1)
-	var ownMu sync.Mutex
-	reown := func() {
-		ownMu.Lock()
-		defer ownMu.Unlock()
-		owned := h.Owned()
-		for s := 0; s < cfg.Shards; s++ {
-			if _, ok := owned[uint32(s)]; !ok {
-				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
-			}
-		}
-	}
-	cfg.OnShardLost = func(uint32, int64, error) { go reown() }
-	h, err := actors.NewHost(cfg, st, ledger.Account, ledger.Transfer)
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, h.Own(uint32(s), 1))
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, h.Shutdown(ctx))
-		st.Close()
-	})
+	h, reown := reowningHost(t, st, func(c *actors.HostConfig) { c.DedupWindow = 2 })
 	inv := retrying{h: h, reown: reown}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("a"), &bankpb.Open{Initial: 100})
+	_, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("a"), &bankpb.Open{Initial: 100})
 	require.NoError(t, err)
 	_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("b"), &bankpb.Open{Initial: 0})
 	require.NoError(t, err)

@@ -11,37 +11,16 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
-	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
 )
-
-// guardHost is a host owning every shard of a memory store, with the
-// ledger's kinds.
-func guardHost(t *testing.T) *actors.Host {
-	t.Helper()
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = 4
-	h, err := actors.NewHost(cfg, memory.New(), ledger.Account, ledger.Transfer)
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, h.Own(uint32(s), 1))
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, h.Shutdown(ctx))
-	})
-	return h
-}
 
 // S5: an account applies a transfer's debit and its credit once per
 // transfer ID, even when they come under different request IDs (a saga
 // step resent after the dedup window forgot the first, or by a new owner
 // of the saga).
 func TestGuardTransferStepsApplyOncePerTransferID(t *testing.T) {
-	h := guardHost(t)
+	h := newHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call := func(id string, msg *bankpb.Debit, requestID string) int64 {

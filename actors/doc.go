@@ -37,9 +37,19 @@
 //     its writes are durable; above HostConfig.MaxActive active entities
 //     the least recently used are passivated first.
 //
+//   - Deferred replies. A write handler may Defer its reply under a key; a
+//     later handler, hook or continuation Resolves the key. The answer is
+//     recorded for deduplication and gated like any reply; a retry of a
+//     pending request waits for the same answer; stopping fails it
+//     retryably.
+//
 // Entity-to-entity calls (Request, Send) never block the caller's mailbox:
 // the reply comes back later as a continuation run on the caller's own
-// goroutine. Outgoing calls pass the same output gate as replies.
+// goroutine. Outgoing calls pass the same output gate as replies, except
+// those to an entity of the sender's own shard (co-located, see
+// Colocated): they are handed over in memory at once, and the receiver's
+// write is never durable before the sender's (the batcher puts both in
+// one Save, or the receiver's in a later one).
 //
 // Errors cross the wire as codes (see Error) and keep their identity:
 // errors.Is(err, ErrNotHere) holds on the far side of a network.

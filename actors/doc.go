@@ -12,6 +12,7 @@
 //   - Activation. The first message to an entity activates it: the host
 //     fences the shard in the store (once per shard and epoch), loads the
 //     entity's record, and then processes messages.
+//
 //   - Output gate and group commit. When a write handler returns, the new
 //     state, its sequence number and the entity's recent replies go to the
 //     host's write batcher, which coalesces many entities' writes into one
@@ -20,10 +21,12 @@
 //     next message. Every reply, reads included, leaves only when every
 //     write it may have observed is durable and while the host's lease is
 //     valid.
+//
 //   - Dedup. Every call carries a request ID. The entity stores the IDs and
 //     replies of its most recent requests (HostConfig.DedupWindow) in the
 //     same record as its state; a repeated ID gets the stored reply and runs
 //     nothing.
+//
 //   - Failures. A write rejected by fencing, or one whose outcome the store
 //     could not report, drops the whole shard: its entities stop, their
 //     waiting callers get a retryable error, and OnShardLost tells
@@ -33,6 +36,7 @@
 //     state). Callers retry with the same request ID. An entity whose own
 //     state cannot be encoded, or whose handler panics, restarts from
 //     storage.
+//
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
 //     the least recently used are passivated first.

@@ -161,7 +161,7 @@ func newTransferCmd() *cobra.Command {
 		},
 	}
 	cf.register(cmd.Flags())
-	cmd.Flags().StringVar(&id, "id", "", "transfer ID; resubmitting an ID never applies it twice (required)")
+	cmd.Flags().StringVar(&id, "id", "", "transfer ID; with --from it names the transfer, and resubmitting it never applies it twice (required)")
 	cmd.Flags().StringVar(&from, "from", "", "source account (required)")
 	cmd.Flags().StringVar(&to, "to", "", "destination account (required)")
 	cmd.Flags().Int64Var(&amount, "amount", 0, "amount in minor units, > 0 (required)")

@@ -198,18 +198,8 @@ func TestColocatedWriteNeverPrecedesItsSender(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.BatchMaxInFlight = 4
-	host, err := actors.NewHost(cfg, st, newCounterKind(&guard{}, &counters{}))
-	require.NoError(t, err)
-	require.NoError(t, host.Start(context.Background()))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, host.Own(uint32(s), 1))
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, host.Shutdown(ctx))
-		st.Close()
-	})
+	host := startHost(t, cfg, st, newCounterKind(&guard{}, &counters{}))
+	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	sender, err := actors.Colocated("counter", ref("rcv"), "snd")
 	require.NoError(t, err)

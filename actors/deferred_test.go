@@ -64,19 +64,8 @@ func newLatch(t *testing.T, tweak func(*actors.HostConfig)) *latchHarness {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	host, err := actors.NewHost(cfg, l.store, latchKind(&l.echoes))
-	require.NoError(t, err)
-	require.NoError(t, host.Start(context.Background()))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, host.Own(uint32(s), 1))
-	}
-	l.host = host
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, host.Shutdown(ctx))
-		l.store.Close()
-	})
+	l.host = startHost(t, cfg, l.store, latchKind(&l.echoes))
+	ownAll(t, l.host, cfg.Shards)
 	return l
 }
 
@@ -310,15 +299,10 @@ func TestDeferInReadHandlerIsAnError(t *testing.T) {
 			c.Defer("x")
 			return nil, nil
 		}))
-	st := memory.New()
-	defer st.Close()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 1
-	h, err := actors.NewHost(cfg, st, k)
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	defer h.Shutdown(context.Background())
-	require.NoError(t, h.Own(0, 1))
-	_, err = actors.Call[*testpb.Value](testCtx(t), h, actors.Ref{Kind: "bad", ID: "x"}, &testpb.Get{})
+	h := startHost(t, cfg, memory.New(), k)
+	ownAll(t, h, cfg.Shards)
+	_, err := actors.Call[*testpb.Value](testCtx(t), h, actors.Ref{Kind: "bad", ID: "x"}, &testpb.Get{})
 	require.ErrorIs(t, err, actors.ErrInternal)
 }

@@ -110,26 +110,6 @@ func (s *fenceWatchStore) counts(shard uint32) (calls, returned, loads, early in
 	return s.calls[shard], s.returned[shard], s.loads, s.earlyLoads
 }
 
-// startHost starts a host over store with cfg and kinds, stopped at cleanup.
-func startHost(t *testing.T, cfg actors.HostConfig, store persistence.Store, kinds ...actors.Kind) *actors.Host {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = testutil.Logger()
-	}
-	host, err := actors.NewHost(cfg, store, kinds...)
-	require.NoError(t, err)
-	require.NoError(t, host.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := host.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		store.Close()
-	})
-	return host
-}
-
 // S1: an entity's state is read only after its shard's fence completed.
 // The fence Own starts in the background fails (as a store timeout
 // would), so the first activation must fence the shard itself; its Fence
@@ -300,9 +280,7 @@ func TestGuardReadAfterActivationWriteWaitsForIt(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	host := startHost(t, cfg, store, hookedKind(rd))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, host.Own(uint32(s), 1))
-	}
+	ownAll(t, host, cfg.Shards)
 	release := store.BlockSaves()
 	defer release()
 	saves, _ := store.Stats()
@@ -329,9 +307,7 @@ func TestGuardReadAfterContinuationWriteWaitsForIt(t *testing.T) {
 	cfg.Router = router
 	cfg.RequestTimeout = time.Minute // the test answers the request
 	host := startHost(t, cfg, store, contKind(rd))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, host.Own(uint32(s), 1))
-	}
+	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "cont", ID: "c"}
 	_, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Forward{To: farID(r, cfg.Shards), Delta: 5, RequestId: "fwd-1"})
@@ -368,9 +344,7 @@ func TestGuardFailedHandlerSendsNothing(t *testing.T) {
 	cfg.Shards = 4
 	cfg.Router = router
 	host := startHost(t, cfg, store, contKind(rd))
-	for s := 0; s < cfg.Shards; s++ {
-		require.NoError(t, host.Own(uint32(s), 1))
-	}
+	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "cont", ID: "s"}
 	dst := farID(r, cfg.Shards)

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -186,3 +189,31 @@ func testCtx(t testing.TB) context.Context {
 var errPending = errors.New("pending")
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// startHost starts a host over store with cfg and kinds, stopped at cleanup.
+func startHost(t *testing.T, cfg actors.HostConfig, store persistence.Store, kinds ...actors.Kind) *actors.Host {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testutil.Logger()
+	}
+	host, err := actors.NewHost(cfg, store, kinds...)
+	require.NoError(t, err)
+	require.NoError(t, host.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := host.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		store.Close()
+	})
+	return host
+}
+
+// ownAll makes host own every one of its shards at epoch 1.
+func ownAll(t *testing.T, host *actors.Host, shards int) {
+	t.Helper()
+	for s := 0; s < shards; s++ {
+		require.NoError(t, host.Own(uint32(s), 1))
+	}
+}

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
@@ -18,16 +18,32 @@ import (
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
 var echoKind = actors.MustKind("echo", func() *testpb.Counter { return new(testpb.Counter) },
 	actors.OnRead(func(c *actors.Context[*testpb.Counter], m *testpb.Echo) (*testpb.Echo, error) { return m, nil }))
 
+// rawEcho is a plain gRPC unary service answering an envelope with a
+// reply carrying its payload: the baseline of BenchmarkRemoteVsRaw.
+var rawEcho = grpc.ServiceDesc{
+	ServiceName: "bench.RawEcho",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		env := new(ordopb.Envelope)
+		if err := dec(env); err != nil {
+			return nil, err
+		}
+		return &ordopb.Reply{RequestId: env.RequestId, Payload: env.Payload}, nil
+	}}},
+}
+
 // BenchmarkRemoteVsRaw compares a call from a client-only process through
-// ordo (routing, remote, entity, output gate) with a raw protoactor
-// RequestFuture to a plain actor on the same node process, same payload,
-// same two actor systems, side by side. ratio = ordo calls/s ÷ raw calls/s.
+// ordo (routing, transport, entity, output gate) with a raw gRPC unary
+// call of the same envelope to a plain handler in the node's process,
+// side by side. ratio = ordo calls/s ÷ raw calls/s.
 func BenchmarkRemoteVsRaw(b *testing.B) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := etcdembed.Start(context.Background(), etcdembed.Config{Dir: b.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
@@ -67,20 +83,26 @@ func BenchmarkRemoteVsRaw(b *testing.B) {
 	defer c.Close()
 
 	payload, _ := anypb.New(&testpb.Echo{N: 1})
-	n.tr.system.Root.SpawnNamed(actor.PropsFromFunc(func(ac actor.Context) {
-		if env, ok := ac.Message().(*ordopb.Envelope); ok {
-			ac.Respond(&ordopb.Reply{RequestId: env.RequestId, Payload: env.Payload})
-		}
-	}), "raw-echo")
-	rawPID := actor.NewPID(n.tr.addr, "raw-echo")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawSrv := grpc.NewServer()
+	rawSrv.RegisterService(&rawEcho, nil)
+	go func() { _ = rawSrv.Serve(ln) }()
+	defer rawSrv.Stop()
+	rawConn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rawConn.Close()
 
 	for _, conc := range []int{1, 16} {
 		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
 			ref := echoKind.Ref("e")
 			raw := func(i int) error {
 				env := &ordopb.Envelope{Target: ref.Proto(), RequestId: fmt.Sprint(i), Payload: payload}
-				_, err := c.tr.system.Root.RequestFuture(rawPID, env, 5*time.Second).Result()
-				return err
+				return rawConn.Invoke(ctx, "/bench.RawEcho/Call", env, new(ordopb.Reply))
 			}
 			viaOrdo := func(i int) error {
 				_, err := actors.Call[*testpb.Echo](ctx, c, echoKind.Ref(fmt.Sprintf("e%d", i%16)), &testpb.Echo{N: 1})

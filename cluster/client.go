@@ -20,9 +20,6 @@ type ClientConfig struct {
 	Prefix string
 	// Shards is the cluster's shard count. 0 reads it from etcd (P/config).
 	Shards uint32
-	// ListenAddr is where the client receives replies (protoactor remote
-	// over TCP). Default "127.0.0.1:0".
-	ListenAddr string
 	// EtcdDialTimeout bounds connecting to etcd. Default 5s.
 	EtcdDialTimeout time.Duration
 	// Retry is how calls are retried.
@@ -33,7 +30,7 @@ type ClientConfig struct {
 
 // DefaultClientConfig returns the defaults.
 func DefaultClientConfig() ClientConfig {
-	return ClientConfig{Prefix: "/ordo/default", ListenAddr: "127.0.0.1:0", EtcdDialTimeout: 5 * time.Second,
+	return ClientConfig{Prefix: "/ordo/default", EtcdDialTimeout: 5 * time.Second,
 		Retry: DefaultRetryPolicy()}
 }
 
@@ -83,9 +80,7 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 	if err = c.table.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
-	if c.tr, err = startTransport(cfg.ListenAddr, "", cfg.Logger); err != nil {
-		return nil, err
-	}
+	c.tr = newTransport(cfg.Logger)
 	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger}
 	return c, nil
 }

@@ -32,7 +32,7 @@ type Config struct {
 	// after Shutdown.
 	Store persistence.Store
 	// RemoteAddr is the host:port where the node accepts calls from other
-	// nodes and clients (protoactor remote over TCP). Port 0 picks a free
+	// nodes and clients (ordo's gRPC transport over TCP). Port 0 picks a free
 	// port. Default "127.0.0.1:0".
 	RemoteAddr string
 	// GossipAddr is the host:port of the node's memberlist agent (TCP and

@@ -1,7 +1,9 @@
 // Package cluster ties ordo together: a Node joins the cluster by gossip
 // (hashicorp/memberlist), takes part in placement through etcd, hosts the
 // entities of the shards it owns (package actors), and routes calls to the
-// owners of the others over protoactor remote (TCP).
+// owners of the others over its gRPC transport (service ordo.v1.Transport:
+// one long-lived stream per pair of processes, frames of calls one way and
+// of results the other, results matched by call ID and request ID).
 //
 // Calls go to the current owner of the entity's shard, found in the etcd
 // placement table. A NotHere, fenced or unavailable answer, or an owner that

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
@@ -18,11 +17,13 @@ import (
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 )
 
-// fuzzNode starts one node owning every shard and a client transport.
-func fuzzNode(tb testing.TB) (*Node, *transport) {
+// fuzzNode starts one node owning every shard.
+func fuzzNode(tb testing.TB) *Node {
 	tb.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
@@ -56,72 +57,196 @@ func fuzzNode(tb testing.TB) (*Node, *transport) {
 		}
 		return nil
 	})
-	tr, err := startTransport("127.0.0.1:0", "", quiet)
+	return n
+}
+
+// rawConn is a plain gRPC connection to a node's transport port: a caller
+// that is not ordo, free to send anything.
+func rawConn(tb testing.TB, addr string) *grpc.ClientConn {
+	tb.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { tr.close(false) })
-	return n, tr
+	tb.Cleanup(func() { conn.Close() })
+	return conn
 }
 
-// Envelopes decoded from arbitrary bytes and sent over the network to a
-// node's router always get a reply; the node keeps serving.
-func FuzzRouterEnvelope(f *testing.F) {
+// exchange sends frames on one stream, closes its side, and returns every
+// result the node sent before ending the stream.
+func exchange(ctx context.Context, conn *grpc.ClientConn, frames ...*ordopb.CallFrame) ([]*ordopb.Result, error) {
+	stream, err := ordopb.NewTransportClient(conn).Calls(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range frames {
+		if err := stream.Send(f); err != nil {
+			return nil, err
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		return nil, err
+	}
+	var out []*ordopb.Result
+	for {
+		f, err := stream.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, f.GetResults()...)
+	}
+}
+
+// assertServing fails the test unless the node still answers a call.
+func assertServing(t testing.TB, n *Node, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := actors.Call[*testpb.Echo](ctx, n, echoKind.Ref("still-alive"), &testpb.Echo{N: 7})
+	if err != nil || v.GetN() != 7 {
+		t.Fatalf("node stopped serving after %s: %v %v", why, v, err)
+	}
+}
+
+// Any frame a peer can encode, sent over a real stream, is answered call
+// by call: one result per call, each with its call's ID.
+func FuzzTransportFrame(f *testing.F) {
 	for _, m := range []proto.Message{&testpb.Echo{N: 1}, &testpb.Add{Delta: 1}, &testpb.Get{}} {
 		env, _ := actors.Envelope(echoKind.Ref("a"), m, "r1")
-		b, _ := proto.Marshal(env)
+		b, _ := proto.Marshal(&ordopb.CallFrame{Calls: []*ordopb.Call{{Id: 1, Envelope: env}, {Id: 2}}})
 		f.Add(b)
 	}
 	f.Add([]byte{})
-	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00})
-	n, tr := fuzzNode(f)
-	pid := actor.NewPID(n.tr.addr, routerName)
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
+	n := fuzzNode(f)
+	conn := rawConn(f, n.tr.bound)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var env ordopb.Envelope
-		if proto.Unmarshal(b, &env) != nil {
+		var frame ordopb.CallFrame
+		if proto.Unmarshal(b, &frame) != nil {
 			return
 		}
-		res, err := tr.system.Root.RequestFuture(pid, &env, 10*time.Second).Result()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		results, err := exchange(ctx, conn, &frame)
 		if err != nil {
-			t.Fatalf("no answer to %v: %v", &env, err)
+			t.Fatalf("stream of %v: %v", &frame, err)
 		}
-		if _, ok := res.(*ordopb.Reply); !ok {
-			t.Fatalf("answer %T, want *ordopb.Reply", res)
+		want := map[uint64]int{}
+		for _, c := range frame.GetCalls() {
+			want[c.GetId()]++
+		}
+		for _, r := range results {
+			want[r.GetId()]--
+			if r.GetReply() == nil {
+				t.Fatalf("result %d without a reply", r.GetId())
+			}
+		}
+		for id, missing := range want {
+			if missing != 0 {
+				t.Fatalf("call %d: %d results missing (frame %v)", id, missing, &frame)
+			}
 		}
 	})
 }
 
-// Other message types get an error reply, and raw garbage on the remote
-// port does not bring the node down.
-func TestRouterRejectsGarbage(t *testing.T) {
-	n, tr := fuzzNode(t)
-	pid := actor.NewPID(n.tr.addr, routerName)
-	res, err := tr.system.Root.RequestFuture(pid, &testpb.Echo{N: 1}, 10*time.Second).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, ok := res.(*ordopb.Reply)
-	if !ok || rep.GetError().GetCode() != ordopb.Code_CODE_BAD_REQUEST {
-		t.Fatalf("got %v, want a bad-request reply", res)
-	}
+// rawCodec sends bytes as they are, so a test can put anything in a gRPC
+// message.
+type rawCodec struct{}
 
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// Random bytes on the port, random bytes as gRPC messages, frames of
+// random calls, an oversized frame and calls to unknown methods never
+// bring a node down, and it keeps answering.
+func TestTransportSurvivesGarbage(t *testing.T) {
+	n := fuzzNode(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
+	junk := func(max int) []byte {
+		b := make([]byte, 1+rng.IntN(max))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+
+	// Bytes that are not HTTP/2 at all.
 	for i := 0; i < 20; i++ {
-		c, err := net.Dial("tcp", n.tr.addr)
+		c, err := net.Dial("tcp", n.tr.bound)
 		if err != nil {
 			t.Fatal(err)
 		}
-		junk := make([]byte, 1+rng.IntN(4096))
-		for j := range junk {
-			junk[j] = byte(rng.Uint32())
-		}
-		_, _ = c.Write(junk)
+		_, _ = c.Write(junk(4096))
 		c.Close()
 	}
-	v, err := actors.Call[*testpb.Echo](context.Background(), n, echoKind.Ref("still-alive"), &testpb.Echo{N: 7})
-	if err != nil || v.N != 7 {
-		t.Fatalf("node stopped serving after garbage (seed %d): %v %v", seed, v, err)
+	assertServing(t, n, fmt.Sprintf("raw bytes (seed %d)", seed))
+
+	// gRPC messages that are not frames: the stream ends with an error.
+	conn := rawConn(t, n.tr.bound)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	desc := &grpc.StreamDesc{StreamName: "Calls", ServerStreams: true, ClientStreams: true}
+	for i := 0; i < 20; i++ {
+		s, err := conn.NewStream(ctx, desc, ordopb.Transport_Calls_FullMethodName, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := junk(512)
+		_ = s.SendMsg(&b)
+		_ = s.CloseSend()
+		var out []byte
+		for s.RecvMsg(&out) == nil {
+		}
 	}
+	assertServing(t, n, fmt.Sprintf("random messages (seed %d)", seed))
+
+	// A frame above the limit ends its stream, and nothing else.
+	big := &ordopb.CallFrame{Calls: []*ordopb.Call{{Id: 1, Envelope: &ordopb.Envelope{RequestId: string(make([]byte, maxFrameBytes))}}}}
+	if _, err := exchange(ctx, conn, big); err == nil {
+		t.Fatal("an oversized frame was accepted")
+	}
+	assertServing(t, n, "an oversized frame")
+
+	// Another method of the service, and another service.
+	if err := conn.Invoke(ctx, "/ordo.v1.Transport/Stop", &ordopb.Envelope{}, &ordopb.Reply{}); err == nil {
+		t.Fatal("an unknown method was served")
+	}
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &ordopb.Envelope{}, &ordopb.Reply{}); err == nil {
+		t.Fatal("an unknown service was served")
+	}
+
+	// Frames of random calls, valid protobuf: every call is answered.
+	for i := 0; i < 50; i++ {
+		var frame ordopb.CallFrame
+		for j := rng.IntN(5); j >= 0; j-- {
+			env := &ordopb.Envelope{RequestId: fmt.Sprint(rng.Uint32())}
+			if rng.IntN(4) > 0 {
+				env.Target = &ordopb.EntityRef{Kind: []string{"echo", "nope", ""}[rng.IntN(3)], Id: fmt.Sprintf("%x", junk(8))}
+			}
+			if rng.IntN(4) > 0 {
+				_ = proto.Unmarshal(junk(64), env) // random fields on top
+			}
+			frame.Calls = append(frame.Calls, &ordopb.Call{Id: rng.Uint64N(4), Envelope: env})
+		}
+		if _, err := proto.Marshal(&frame); err != nil {
+			continue // random fields made it unencodable (invalid UTF-8): the random-message case covers those bytes
+		}
+		results, err := exchange(ctx, conn, &frame)
+		if err != nil {
+			t.Fatalf("seed %d: frame %v: %v", seed, &frame, err)
+		}
+		if len(results) != len(frame.Calls) {
+			t.Fatalf("seed %d: %d results for %d calls", seed, len(results), len(frame.Calls))
+		}
+	}
+	assertServing(t, n, fmt.Sprintf("random calls (seed %d)", seed))
 }

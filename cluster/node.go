@@ -12,13 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 )
 
 // ErrClosed is returned by calls on a node or client that was shut down.
@@ -128,7 +126,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.router.local = n.host
 	n.metrics.registerHost(n.host)
 	n.metrics.registerStore(n.cfg.Store)
-	n.tr.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &routerActor{n: n} }), routerName)
+	n.tr.serve(n.serveRemote)
 
 	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr}, n.log)
 	if err != nil {
@@ -461,27 +459,12 @@ func (p placementHost) Lost(shards []uint32) {
 	}
 }
 
-// routerActor receives envelopes from other processes and hands them to
-// the host; the reply goes back to the sender.
-type routerActor struct{ n *Node }
-
-func (r *routerActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *ordopb.Envelope:
-		sender := c.Sender()
-		if sender == nil {
-			return // nobody to answer
-		}
-		ref := m.GetTarget().GetKind()
-		root := r.n.tr.system.Root
-		r.n.host.Submit(m, func(rep *ordopb.Reply) {
-			r.n.metrics.served.WithLabelValues(ref, outcome(rep.GetError())).Inc()
-			root.Send(sender, rep)
-		})
-	case proto.Message:
-		if sender := c.Sender(); sender != nil {
-			c.Respond(&ordopb.Reply{Error: actors.ErrorToProto(&actors.Error{
-				Code: ordopb.Code_CODE_BAD_REQUEST, Message: fmt.Sprintf("router accepts ordo.v1.Envelope, got %s", proto.MessageName(m))})})
-		}
-	}
+// serveRemote hands an envelope that arrived over the transport to the
+// host; the reply goes back on the stream it came from.
+func (n *Node) serveRemote(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+	kind := env.GetTarget().GetKind()
+	n.host.Submit(env, func(rep *ordopb.Reply) {
+		n.metrics.served.WithLabelValues(kind, outcome(rep.GetError())).Inc()
+		reply(rep)
+	})
 }

@@ -7,127 +7,558 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
+	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 )
 
-// routerName is the actor name every node's router is registered under.
-const routerName = "ordo-router"
-
-// errUnreachable marks attempts that got no answer from the owner (dead
-// letter, timeout, closed connection); the caller retries.
+// errUnreachable marks attempts that got no answer from the owner (refused
+// or broken connection, timeout); the caller retries.
 var errUnreachable = errors.New("cluster: owner unreachable")
 
-// transport is a protoactor actor system with remote over TCP. Nodes run a
-// router actor on it; clients use it only to send requests and receive
-// replies. Safe for concurrent use.
+// Transport limits. A frame is what one gRPC message carries: the calls
+// (or results) that were ready to leave together.
+const (
+	// maxFrameBytes is the largest frame either side sends or accepts. A
+	// larger frame ends its stream (only a peer that is not ordo sends
+	// one: senders split their frames).
+	maxFrameBytes = 16 << 20
+	// maxEnvelopeBytes bounds one call's envelope or one result's reply;
+	// a larger one is refused before it is sent.
+	maxEnvelopeBytes = maxFrameBytes - 4<<10
+	// frameBytes is where a sender starts a new frame.
+	frameBytes = 1 << 20
+)
+
+// serveFunc hands an envelope that arrived from the network to the local
+// host; reply must be called exactly once, from any goroutine.
+type serveFunc func(env *ordopb.Envelope, reply func(*ordopb.Reply))
+
+// transport is ordo's gRPC transport (service ordo.v1.Transport). Every
+// process can call: it keeps one long-lived stream per peer address, sends
+// frames of calls on it and matches results to calls by the stream's call
+// ID and the envelope's request ID. Nodes also listen and serve. Nothing
+// that arrives from the network reaches anything but the host's Submit,
+// and every undecodable frame ends its stream. Safe for concurrent use.
 type transport struct {
-	closeOnce sync.Once
-	system    *actor.ActorSystem
-	remote    *remote.Remote
-	addr      string // advertised: what peers call
-	bound     string // listened on
+	log      *slog.Logger
+	dialOpts []grpc.DialOption
+
+	// Serving side (nodes only).
+	ln    net.Listener
+	srv   *grpc.Server
+	addr  string // advertised: what peers call
+	bound string // listened on
+
+	mu      sync.Mutex
+	peers   map[string]*peer
+	streams map[*serverStream]struct{}
+	closed  bool
 }
 
-// startTransport listens on addr ("host:port", port 0 for a free one).
-// advertise, if not "", is the address peers are told to call instead
-// (it must reach addr); the transport's addr is then advertise.
-func startTransport(addr, advertise string, log *slog.Logger) (t *transport, err error) {
-	host, portStr, err := net.SplitHostPort(addr)
+// newTransport returns a transport that can call but does not listen.
+func newTransport(log *slog.Logger) *transport {
+	return &transport{
+		log: log,
+		dialOpts: []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFrameBytes), grpc.MaxCallSendMsgSize(maxFrameBytes)),
+			// A dead peer is reported quickly: ordo's router retries and
+			// follows the placement table, so waiting buys nothing.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				MinConnectTimeout: 2 * time.Second,
+			}),
+			// A peer that stops answering (a partition stalls TCP) is
+			// detected and its stream failed.
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+		},
+		peers:   make(map[string]*peer),
+		streams: make(map[*serverStream]struct{}),
+	}
+}
+
+// startTransport returns a transport listening on addr ("host:port", port
+// 0 for a free one). advertise, if not "", is the address peers are told
+// to call instead (it must reach addr); the transport's addr is then
+// advertise. It serves nothing until serve is called.
+func startTransport(addr, advertise string, log *slog.Logger) (*transport, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("cluster: remote address %q: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: remote address %q: %w", addr, err)
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("cluster: remote address %q: bad port", addr)
-	}
-	// protoactor's remote panics when it cannot listen; check first so a
-	// taken port is an error, not a crash.
-	if port != 0 {
-		l, lerr := net.Listen("tcp", addr)
-		if lerr != nil {
-			return nil, fmt.Errorf("cluster: remote address %q: %w", addr, lerr)
-		}
-		l.Close()
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
-		actor.WithDeadLetterRequestLogging(false),
-		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-	)
-	var opts []remote.ConfigOption
+	t := newTransport(log)
+	t.ln = ln
+	t.bound = ln.Addr().String()
+	t.addr = t.bound
 	if advertise != "" {
-		opts = append(opts, remote.WithAdvertisedHost(advertise))
+		t.addr = advertise
 	}
-	rc := remote.Configure(host, port, opts...)
-	rc.MaxRetryCount = 3 // ordo retries calls itself
-	r := remote.NewRemote(system, rc)
-	defer func() {
-		if p := recover(); p != nil {
-			system.Shutdown()
-			t, err = nil, fmt.Errorf("cluster: starting remote on %q: %v", addr, p)
-		}
-	}()
-	r.Start()
-	return &transport{system: system, remote: r, addr: system.Address(), bound: r.ListenAddress()}, nil
+	return t, nil
 }
 
-// request sends env to the router at addr and waits for the reply, at most
-// until ctx ends. Failures to reach the router wrap errUnreachable.
+// serve starts answering calls with fn. Connections that arrived before
+// wait in the listener's backlog.
+func (t *transport) serve(fn serveFunc) {
+	t.srv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxFrameBytes),
+		grpc.MaxSendMsgSize(maxFrameBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+	)
+	ordopb.RegisterTransportServer(t.srv, &transportServer{t: t, fn: fn})
+	go func() { _ = t.srv.Serve(t.ln) }()
+}
+
+// request sends env to the node at addr and waits for its reply, at most
+// until ctx ends. Failures to reach the node wrap errUnreachable; an
+// envelope too large to send is answered with a bad-request reply.
 func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelope) (*ordopb.Reply, error) {
-	timeout := 30 * time.Second
-	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	if timeout <= 0 {
-		return nil, context.DeadlineExceeded
+	if size := proto.Size(env); size > maxEnvelopeBytes {
+		return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(&actors.Error{
+			Code: ordopb.Code_CODE_BAD_REQUEST, Message: fmt.Sprintf("envelope of %d bytes exceeds the transport's %d", size, maxEnvelopeBytes)})}, nil
 	}
-	f := t.system.Root.RequestFuture(actor.NewPID(addr, routerName), env, timeout)
-	done := make(chan struct{})
-	var res any
-	var err error
-	go func() {
-		res, err = f.Result()
-		close(done)
-	}()
+	p, err := t.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	id, wait, err := p.add(env)
+	if err != nil {
+		return nil, err
+	}
 	select {
-	case <-done:
+	case rep, ok := <-wait:
+		if !ok {
+			return nil, p.failure()
+		}
+		return rep, nil
 	case <-ctx.Done():
-		// Complete the future now so its waiter ends; a late reply is
-		// dropped as a dead letter.
-		t.system.Root.Stop(f.PID())
-		<-done
+		p.forget(id)
 		return nil, ctx.Err()
 	}
+}
+
+// peer returns the live connection to addr, dialing a new one when there
+// is none or the last one failed.
+func (t *transport) peer(addr string) (*peer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if p := t.peers[addr]; p != nil {
+		return p, nil
+	}
+	conn, err := grpc.NewClient(addr, t.dialOpts...)
 	if err != nil {
-		if errors.Is(err, actor.ErrTimeout) {
-			if cerr := ctx.Err(); cerr != nil {
-				return nil, cerr
-			}
-		}
 		return nil, fmt.Errorf("%w: %s: %v", errUnreachable, addr, err)
 	}
-	switch r := res.(type) {
-	case *ordopb.Reply:
-		return r, nil
-	case *actor.DeadLetterResponse:
-		return nil, fmt.Errorf("%w: %s: no router", errUnreachable, addr)
-	default:
-		return nil, fmt.Errorf("%w: %s: unexpected answer %T", errUnreachable, addr, res)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &peer{t: t, addr: addr, conn: conn, ctx: ctx, cancel: cancel,
+		pending: make(map[uint64]chan *ordopb.Reply), reqIDs: make(map[uint64]string), wake: make(chan struct{}, 1)}
+	t.peers[addr] = p
+	go p.run()
+	return p, nil
+}
+
+// dropPeer forgets p if it is still addr's connection.
+func (t *transport) dropPeer(p *peer) {
+	t.mu.Lock()
+	if t.peers[p.addr] == p {
+		delete(t.peers, p.addr)
+	}
+	t.mu.Unlock()
+}
+
+// close stops serving and calling. A graceful close first lets every
+// stream send the results it owes (bounded by a second); a hard close
+// drops them. Later calls do nothing.
+func (t *transport) close(hard bool) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	peers := make([]*peer, 0, len(t.peers))
+	for _, p := range t.peers {
+		peers = append(peers, p)
+	}
+	streams := make([]*serverStream, 0, len(t.streams))
+	for s := range t.streams {
+		streams = append(streams, s)
+	}
+	t.mu.Unlock()
+
+	if t.srv != nil {
+		if !hard {
+			deadline := time.Now().Add(time.Second)
+			for _, s := range streams {
+				s.flush(deadline, nil)
+			}
+		}
+		t.srv.Stop()
+	} else if t.ln != nil {
+		t.ln.Close()
+	}
+	for _, p := range peers {
+		p.fail(ErrClosed)
 	}
 }
 
-// close stops the remote (at once when hard) and the actor system. Later
-// calls do nothing.
-func (t *transport) close(hard bool) {
-	t.closeOnce.Do(func() {
-		t.remote.Shutdown(!hard)
-		t.system.Shutdown()
-	})
+// peer is the calling side of one stream to one address.
+type peer struct {
+	t      *transport
+	addr   string
+	conn   *grpc.ClientConn
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]chan *ordopb.Reply
+	reqIDs  map[uint64]string
+	queue   []*ordopb.Call
+	err     error // why the stream ended; nil while it is up
+}
+
+// add queues env and returns its call ID and the channel its reply will
+// arrive on (closed if the stream fails first).
+func (p *peer) add(env *ordopb.Envelope) (uint64, chan *ordopb.Reply, error) {
+	ch := make(chan *ordopb.Reply, 1)
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		return 0, nil, p.wrap(err)
+	}
+	p.next++
+	id := p.next
+	p.pending[id] = ch
+	p.reqIDs[id] = env.GetRequestId()
+	p.queue = append(p.queue, &ordopb.Call{Id: id, Envelope: env})
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return id, ch, nil
+}
+
+// forget drops a call whose caller stopped waiting; a late result for it
+// is ignored.
+func (p *peer) forget(id uint64) {
+	p.mu.Lock()
+	delete(p.pending, id)
+	delete(p.reqIDs, id)
+	p.mu.Unlock()
+}
+
+func (p *peer) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wrap(p.err)
+}
+
+func (p *peer) wrap(err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %v", errUnreachable, p.addr, err)
+}
+
+// fail ends the stream: every waiting call fails, and the next request to
+// the address dials again.
+func (p *peer) fail(err error) {
+	p.mu.Lock()
+	if p.err != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.err = err
+	pending := p.pending
+	p.pending, p.reqIDs, p.queue = nil, nil, nil
+	p.mu.Unlock()
+	p.t.dropPeer(p)
+	p.cancel()
+	for _, ch := range pending {
+		close(ch)
+	}
+	_ = p.conn.Close()
+}
+
+// run opens the stream, then sends frames until it fails.
+func (p *peer) run() {
+	stream, err := ordopb.NewTransportClient(p.conn).Calls(p.ctx)
+	if err != nil {
+		p.fail(err)
+		return
+	}
+	go p.receive(stream)
+	frame := &ordopb.CallFrame{}
+	var batch []*ordopb.Call
+	for {
+		select {
+		case <-p.wake:
+		case <-p.ctx.Done():
+			return
+		}
+		p.mu.Lock()
+		batch, p.queue = p.queue, batch[:0]
+		p.mu.Unlock()
+		for len(batch) > 0 {
+			n, size := 0, 0
+			for n < len(batch) && (n == 0 || size < frameBytes) {
+				size += proto.Size(batch[n])
+				n++
+			}
+			frame.Calls = batch[:n]
+			if err := stream.Send(frame); err != nil {
+				p.fail(err)
+				return
+			}
+			clear(batch[:n])
+			batch = batch[n:]
+		}
+		frame.Calls = nil
+	}
+}
+
+// receive matches results to waiting calls until the stream ends. A
+// result for no waiting call, or whose reply names another request ID
+// than the call's, is ignored.
+func (p *peer) receive(stream ordopb.Transport_CallsClient) {
+	for {
+		frame, err := stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				err = errors.New("stream closed by the peer")
+			}
+			p.fail(err)
+			return
+		}
+		for _, r := range frame.GetResults() {
+			p.mu.Lock()
+			ch, ok := p.pending[r.GetId()]
+			if ok && p.reqIDs[r.GetId()] == r.GetReply().GetRequestId() && r.GetReply() != nil {
+				delete(p.pending, r.GetId())
+				delete(p.reqIDs, r.GetId())
+			} else {
+				ok = false
+			}
+			p.mu.Unlock()
+			if ok {
+				ch <- r.GetReply()
+			} else {
+				p.t.log.Debug("transport: ignored a result that matches no waiting call", "peer", p.addr, "call", r.GetId())
+			}
+		}
+	}
+}
+
+// transportServer serves ordo.v1.Transport.
+type transportServer struct {
+	ordopb.UnimplementedTransportServer
+	t  *transport
+	fn serveFunc
+}
+
+// Calls serves one caller's stream: every call in every frame goes to the
+// host, and each result leaves, batched with whatever else is ready, as
+// soon as the host answers. A frame that cannot be decoded ends the stream.
+func (s *transportServer) Calls(stream ordopb.Transport_CallsServer) error {
+	ss := newServerStream()
+	if !s.t.track(ss, true) {
+		return ErrClosed
+	}
+	defer s.t.track(ss, false)
+	ctx, cancel := context.WithCancel(stream.Context())
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		ss.send(ctx, stream)
+	}()
+	err := s.receive(stream, ss)
+	if err == nil {
+		// The caller closed its side: answer what it is owed first.
+		ss.flush(time.Time{}, ctx.Done())
+	}
+	cancel()
+	<-sent
+	ss.close()
+	return err
+}
+
+func (s *transportServer) receive(stream ordopb.Transport_CallsServer, ss *serverStream) error {
+	for {
+		frame, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range frame.GetCalls() {
+			id, env := c.GetId(), c.GetEnvelope()
+			if env == nil {
+				ss.put(&ordopb.Result{Id: id, Reply: &ordopb.Reply{Error: actors.ErrorToProto(&actors.Error{
+					Code: ordopb.Code_CODE_BAD_REQUEST, Message: "call without an envelope"})}}, false)
+				continue
+			}
+			ss.begin()
+			s.fn(env, func(rep *ordopb.Reply) { ss.put(&ordopb.Result{Id: id, Reply: rep}, true) })
+		}
+	}
+}
+
+// track registers or unregisters a serving stream; it reports false when
+// the transport is closed.
+func (t *transport) track(s *serverStream, add bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !add {
+		delete(t.streams, s)
+		return true
+	}
+	if t.closed {
+		return false
+	}
+	t.streams[s] = struct{}{}
+	return true
+}
+
+// serverStream is the answering side of one stream: the results the host
+// produced and not yet sent, and the calls it still owes.
+type serverStream struct {
+	wake chan struct{}
+
+	mu       sync.Mutex
+	queue    []*ordopb.Result
+	inflight int           // calls handed to the host and not yet answered
+	sending  bool          // the sender holds results it has not sent yet
+	closed   bool          // the stream ended: results are dropped
+	changed  chan struct{} // closed, and replaced, when the above change
+}
+
+func newServerStream() *serverStream {
+	return &serverStream{wake: make(chan struct{}, 1), changed: make(chan struct{})}
+}
+
+// notify wakes flush's waiters; the caller holds mu.
+func (ss *serverStream) notify() {
+	close(ss.changed)
+	ss.changed = make(chan struct{})
+}
+
+func (ss *serverStream) begin() {
+	ss.mu.Lock()
+	ss.inflight++
+	ss.mu.Unlock()
+}
+
+// put queues a result: the host's answer to a call (settles), or the
+// transport's own for a call it refused before the host saw it.
+func (ss *serverStream) put(r *ordopb.Result, settles bool) {
+	if size := proto.Size(r.GetReply()); size > maxEnvelopeBytes {
+		r.Reply = &ordopb.Reply{RequestId: r.GetReply().GetRequestId(), Error: actors.ErrorToProto(&actors.Error{
+			Code: ordopb.Code_CODE_INTERNAL, Message: fmt.Sprintf("reply of %d bytes exceeds the transport's %d", size, maxEnvelopeBytes)})}
+	}
+	ss.mu.Lock()
+	if settles {
+		ss.inflight--
+	}
+	if ss.closed {
+		ss.mu.Unlock()
+		return
+	}
+	ss.queue = append(ss.queue, r)
+	ss.mu.Unlock()
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send writes queued results in frames until ctx ends or a send fails.
+func (ss *serverStream) send(ctx context.Context, stream ordopb.Transport_CallsServer) {
+	frame := &ordopb.ResultFrame{}
+	var batch []*ordopb.Result
+	for {
+		select {
+		case <-ss.wake:
+		case <-ctx.Done():
+			return
+		}
+		ss.mu.Lock()
+		batch, ss.queue = ss.queue, batch[:0]
+		ss.sending = len(batch) > 0
+		ss.mu.Unlock()
+		for len(batch) > 0 {
+			n, size := 0, 0
+			for n < len(batch) && (n == 0 || size < frameBytes) {
+				size += proto.Size(batch[n])
+				n++
+			}
+			frame.Results = batch[:n]
+			if err := stream.Send(frame); err != nil {
+				return // the receive side sees the broken stream too
+			}
+			clear(batch[:n])
+			batch = batch[n:]
+		}
+		frame.Results = nil
+		ss.mu.Lock()
+		ss.sending = false
+		ss.notify()
+		ss.mu.Unlock()
+	}
+}
+
+// flush waits until every call handed to the host is answered and every
+// result sent, or until deadline (zero: none) or done.
+func (ss *serverStream) flush(deadline time.Time, done <-chan struct{}) {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		ss.mu.Lock()
+		idle := ss.closed || (ss.inflight == 0 && len(ss.queue) == 0 && !ss.sending)
+		changed := ss.changed
+		ss.mu.Unlock()
+		if idle {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return
+		case <-done:
+			return
+		}
+	}
+}
+
+// close drops whatever is still queued; later results are dropped.
+func (ss *serverStream) close() {
+	ss.mu.Lock()
+	ss.closed = true
+	ss.queue = nil
+	ss.notify()
+	ss.mu.Unlock()
 }

@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+)
+
+// fakeNode answers every call through answer, which returns the results to
+// send for it, in order.
+type fakeNode struct {
+	ordopb.UnimplementedTransportServer
+	answer func(c *ordopb.Call) []*ordopb.Result
+}
+
+func (f *fakeNode) Calls(stream ordopb.Transport_CallsServer) error {
+	for {
+		frame, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		for _, c := range frame.GetCalls() {
+			if err := stream.Send(&ordopb.ResultFrame{Results: f.answer(c)}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func startFake(t *testing.T, f *fakeNode) (addr string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	ordopb.RegisterTransportServer(srv, f)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String(), srv.Stop
+}
+
+// leakCheck verifies, after every cleanup of t, that t leaked no goroutine.
+func leakCheck(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func echoed(c *ordopb.Call, requestID string) *ordopb.Result {
+	return &ordopb.Result{Id: c.GetId(), Reply: &ordopb.Reply{RequestId: requestID, Payload: c.GetEnvelope().GetPayload()}}
+}
+
+// A result with another request ID than its call's, or for a call that is
+// not waiting, is ignored: the caller gets its own reply or none.
+func TestTransportIgnoresForgedResults(t *testing.T) {
+	leakCheck(t)
+	addr, _ := startFake(t, &fakeNode{answer: func(c *ordopb.Call) []*ordopb.Result {
+		if c.GetEnvelope().GetRequestId() == "never" {
+			return []*ordopb.Result{echoed(c, "forged")}
+		}
+		return []*ordopb.Result{
+			echoed(c, "forged"),
+			{Id: c.GetId() + 1000, Reply: &ordopb.Reply{RequestId: c.GetEnvelope().GetRequestId()}},
+			{Id: c.GetId()}, // no reply at all
+			echoed(c, c.GetEnvelope().GetRequestId()),
+		}
+	}})
+	tr := newTransport(quietLog())
+	defer tr.close(true)
+	ctx := context.Background()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		rep, err := tr.request(ctx, addr, &ordopb.Envelope{RequestId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.GetRequestId() != id {
+			t.Fatalf("call %s got the reply of %s", id, rep.GetRequestId())
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if rep, err := tr.request(short, addr, &ordopb.Envelope{RequestId: "never"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call answered only by a forged result got %v, %v", rep, err)
+	}
+}
+
+// When the stream breaks, every waiting call fails as unreachable (the
+// router retries it), and the next call dials again.
+func TestTransportPeerFailure(t *testing.T) {
+	leakCheck(t)
+	block := make(chan struct{})
+	addr, stop := startFake(t, &fakeNode{answer: func(c *ordopb.Call) []*ordopb.Result {
+		if c.GetEnvelope().GetRequestId() == "hang" {
+			<-block
+		}
+		return []*ordopb.Result{echoed(c, c.GetEnvelope().GetRequestId())}
+	}})
+	defer close(block)
+	tr := newTransport(quietLog())
+	defer tr.close(true)
+	ctx := context.Background()
+	if _, err := tr.request(ctx, addr, &ordopb.Envelope{RequestId: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() {
+		_, err := tr.request(ctx, addr, &ordopb.Envelope{RequestId: "hang"})
+		failed <- err
+	}()
+	// Wait until the call is in flight, then take the node away.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		p, _ := tr.peer(addr)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.pending) != 1 {
+			return errors.New("the call is not in flight yet")
+		}
+		return nil
+	})
+	go stop()
+	if err := <-failed; !errors.Is(err, errUnreachable) {
+		t.Fatalf("a call in flight to a node that stopped got %v, want errUnreachable", err)
+	}
+	if _, err := tr.request(ctx, addr, &ordopb.Envelope{RequestId: "r2"}); !errors.Is(err, errUnreachable) {
+		t.Fatalf("a call to a stopped node got %v, want errUnreachable", err)
+	}
+	tr.close(false)
+	if _, err := tr.request(ctx, addr, &ordopb.Envelope{RequestId: "r3"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a call on a closed transport got %v, want ErrClosed", err)
+	}
+}
+
+// An envelope too large for the transport is refused before it is sent.
+func TestTransportRefusesOversizedEnvelope(t *testing.T) {
+	leakCheck(t)
+	sent := 0
+	addr, _ := startFake(t, &fakeNode{answer: func(c *ordopb.Call) []*ordopb.Result {
+		sent++
+		return []*ordopb.Result{echoed(c, c.GetEnvelope().GetRequestId())}
+	}})
+	tr := newTransport(quietLog())
+	defer tr.close(true)
+	rep, err := tr.request(context.Background(), addr, &ordopb.Envelope{RequestId: strings.Repeat("x", maxEnvelopeBytes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.GetError().GetCode() != ordopb.Code_CODE_BAD_REQUEST || sent != 0 {
+		t.Fatalf("oversized envelope: reply %v, %d sent", rep, sent)
+	}
+}

@@ -1,5 +1,0 @@
-package actor
-
-type MessageBatch interface {
-	GetMessages() []interface{}
-}

@@ -1,6 +1,0 @@
-package actor
-
-type queue interface {
-	Push(interface{})
-	Pop() interface{}
-}

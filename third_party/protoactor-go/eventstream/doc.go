@@ -1,4 +1,0 @@
-/*
-Package eventstream implements a publisher / subscriber.
-*/
-package eventstream

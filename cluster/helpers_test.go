@@ -95,7 +95,13 @@ func (e *env) config(id string) cluster.Config {
 
 func (e *env) start(cfg cluster.Config) *cluster.Node {
 	e.t.Helper()
-	n, err := cluster.New(cfg, counterKind)
+	return e.startKinds(cfg, counterKind)
+}
+
+// startKinds starts a node that hosts kinds.
+func (e *env) startKinds(cfg cluster.Config, kinds ...actors.Kind) *cluster.Node {
+	e.t.Helper()
+	n, err := cluster.New(cfg, kinds...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

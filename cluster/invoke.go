@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
@@ -62,6 +63,29 @@ type router struct {
 	policy  RetryPolicy
 	metrics *metrics
 	log     *slog.Logger
+	kinds   map[string]bool // the kinds the local host has; nil in a client
+}
+
+// hosts reports whether the local host has kind.
+func (r *router) hosts(kind string) bool { return r.kinds[kind] }
+
+// missingKind is the answer to a call of kind routed to node, which does
+// not host it: a retryable error while some registered node hosts the kind
+// (a rolling deploy that adds it: the shard's owner has it once upgraded,
+// or the shard moves to a node that has it), the permanent unknown-kind
+// error when none does. It returns nil when some node's registration does
+// not say what it hosts: the call is then sent, and its owner decides.
+func (r *router) missingKind(node, kind string) *actors.Error {
+	for _, info := range r.table.Nodes() {
+		if info.Kinds == nil {
+			return nil
+		}
+		if slices.Contains(info.Kinds, kind) {
+			return &actors.Error{Code: ordopb.Code_CODE_UNAVAILABLE,
+				Message: fmt.Sprintf("kind %q is not hosted by node %s, which owns its shard; node %s hosts it", kind, node, info.ID)}
+		}
+	}
+	return &actors.Error{Code: ordopb.Code_CODE_UNKNOWN_KIND, Message: fmt.Sprintf("kind %q: no node of the cluster hosts it", kind)}
 }
 
 // Invoke implements actors.Invoker.
@@ -126,6 +150,12 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 	if !ok {
 		return nil, fmt.Errorf("%w: shard %d has no owner", actors.ErrNotHere, shard)
 	}
+	kind := env.GetTarget().GetKind()
+	if owner.NodeID == r.self && r.local != nil && !r.hosts(kind) {
+		if err := r.missingKind(r.self, kind); err != nil {
+			return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(err)}, nil
+		}
+	}
 	actx, cancel := context.WithTimeout(ctx, r.policy.AttemptTimeout)
 	defer cancel()
 	if owner.NodeID == r.self && r.local != nil {
@@ -138,6 +168,11 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 	info, ok := r.table.Node(owner.NodeID)
 	if !ok || info.RemoteAddr == "" {
 		return nil, fmt.Errorf("%w: owner %s of shard %d not registered", errUnreachable, owner.NodeID, shard)
+	}
+	if info.Kinds != nil && !slices.Contains(info.Kinds, kind) {
+		if err := r.missingKind(owner.NodeID, kind); err != nil {
+			return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(err)}, nil
+		}
 	}
 	type result struct {
 		rep *ordopb.Reply

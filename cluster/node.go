@@ -98,7 +98,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	n.router = &router{self: n.cfg.NodeID, table: table, tr: n.tr, shards: int(n.cfg.Placement.Shards),
-		policy: n.cfg.Retry, metrics: n.metrics, log: n.log}
+		policy: n.cfg.Retry, metrics: n.metrics, log: n.log, kinds: make(map[string]bool)}
+	for _, k := range n.kinds {
+		n.router.kinds[k.Name()] = true
+	}
 
 	hc := n.cfg.Host
 	hc.Shards = int(n.cfg.Placement.Shards)
@@ -137,6 +140,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	pc.NodeID = n.cfg.NodeID
 	pc.RemoteAddr = n.tr.addr
 	pc.GossipAddr = n.members.addr()
+	for _, k := range n.kinds {
+		pc.Kinds = append(pc.Kinds, k.Name())
+	}
 	if pc.Logger == nil {
 		pc.Logger = n.log
 	}
@@ -463,6 +469,16 @@ func (p placementHost) Lost(shards []uint32) {
 // host; the reply goes back on the stream it came from.
 func (n *Node) serveRemote(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	kind := env.GetTarget().GetKind()
+	if !n.router.hosts(kind) {
+		// The caller's table said this node owns the shard, or it did not
+		// know what this node hosts: answer as the router would have.
+		if err := n.router.missingKind(n.cfg.NodeID, kind); err != nil {
+			rep := &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(err)}
+			n.metrics.served.WithLabelValues(kind, outcome(rep.GetError())).Inc()
+			reply(rep)
+			return
+		}
+	}
 	n.host.Submit(env, func(rep *ordopb.Reply) {
 		n.metrics.served.WithLabelValues(kind, outcome(rep.GetError())).Inc()
 		reply(rep)

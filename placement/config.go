@@ -44,6 +44,10 @@ type Config struct {
 	// GossipAddr is the node's memberlist address (stored in the node's
 	// registry entry; not interpreted here).
 	GossipAddr string
+	// Kinds names the entity kinds the node hosts (stored in the node's
+	// registration, so that callers can tell a kind the shard's owner does
+	// not host yet from a kind no node hosts).
+	Kinds []string
 
 	// LeaseTTL is the TTL of the node's etcd lease. It bounds how long the
 	// shards of a crashed node stay unowned when no one revokes its lease

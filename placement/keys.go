@@ -21,6 +21,9 @@ type NodeInfo struct {
 	GossipAddr string `json:"gossip_addr,omitempty"`
 	// Lease is the etcd lease the entry (and the node's shard keys) is bound to.
 	Lease int64 `json:"lease"`
+	// Kinds names the entity kinds the node hosts; nil when the node did
+	// not say (callers then assume it hosts every kind).
+	Kinds []string `json:"kinds,omitempty"`
 }
 
 // Owner is the holder of a shard lock.

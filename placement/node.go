@@ -428,7 +428,7 @@ func (n *Node) openSession(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	info := NodeInfo{ID: n.cfg.NodeID, RemoteAddr: n.cfg.RemoteAddr, GossipAddr: n.cfg.GossipAddr}
+	info := NodeInfo{ID: n.cfg.NodeID, RemoteAddr: n.cfg.RemoteAddr, GossipAddr: n.cfg.GossipAddr, Kinds: n.cfg.Kinds}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	err = Register(rctx, n.client, n.keys, info, s.ID(), prev)
 	cancel()

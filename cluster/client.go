@@ -67,7 +67,7 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 			c.Close()
 		}
 	}()
-	if c.etcd, err = dialEtcd(ctx, endpoints, cfg.EtcdDialTimeout); err != nil {
+	if c.etcd, err = dialEtcd(ctx, endpoints, cfg.EtcdDialTimeout, cfg.Logger); err != nil {
 		return nil, err
 	}
 	shards := cfg.Shards

@@ -27,7 +27,8 @@ type ClientConfig struct {
 	EtcdDialTimeout time.Duration
 	// Retry is how calls are retried.
 	Retry RetryPolicy
-	// Logger receives the client's logs. Default slog.Default().
+	// Logger receives the client's logs, its etcd client's included.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 

@@ -89,12 +89,13 @@ func (n *Node) Ready() bool { return n.Readiness() == nil }
 // node when etcd is unreachable; it stays true while Shutdown drains.
 func (n *Node) Healthy() bool { return !n.stopped.Load() }
 
-// WaitReady waits until the node is ready (see Readiness) or ctx ends,
-// and then returns ctx's error with the last reason the node was not
-// ready. It re-checks on every change of the routing table and at least
-// every readyPoll, since some conditions (the lease deadline, the host's
-// shards) change without a notification. Safe for concurrent use; it may
-// be called before Start returns.
+// WaitReady waits until the node is ready (see Readiness). It fails
+// with ctx's error, and the last reason the node was not ready, when ctx
+// ends first, and with an error matching ErrClosed once the node stops or
+// begins to (it will not be ready again). It re-checks on every change of
+// the routing table and at least every readyPoll, since some conditions
+// (the lease deadline, the host's shards) change without a notification.
+// Safe for concurrent use; it may be called before Start returns.
 func (n *Node) WaitReady(ctx context.Context) error {
 	var changed <-chan struct{}
 	tick := time.NewTicker(readyPoll)
@@ -103,6 +104,9 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		err := n.Readiness()
 		if err == nil {
 			return nil
+		}
+		if n.leaving.Load() || n.stopped.Load() {
+			return fmt.Errorf("cluster: node %s will not be ready: %w", n.cfg.NodeID, ErrClosed)
 		}
 		if changed == nil && n.up.Load() {
 			ch, unsubscribe := n.place.Table().Subscribe()

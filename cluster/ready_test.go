@@ -87,6 +87,7 @@ func TestReadiness(t *testing.T) {
 	require.NoError(t, n.Shutdown(ctx))
 	require.NoError(t, notReadyBecause(n, "stopped"))
 	require.False(t, n.Healthy())
+	require.ErrorIs(t, n.WaitReady(ctx), cluster.ErrClosed)
 }
 
 // The routing table shows the node owning a shard that placement does not

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
@@ -21,6 +23,8 @@ type Status struct {
 	GossipAddr string            `json:"gossip_addr"`
 	Lease      int64             `json:"lease"`
 	LeaseValid bool              `json:"lease_valid"`
+	Ready      bool              `json:"ready"`
+	NotReady   string            `json:"not_ready,omitempty"` // why not, when not Ready
 	Members    []Member          `json:"members"`
 	Shards     []OwnedShard      `json:"shards"`
 	Entities   int               `json:"active_entities"`
@@ -43,14 +47,23 @@ type OwnedShard struct {
 	Epoch int64  `json:"epoch"`
 }
 
-// Status returns the node's current status.
+// Status returns the node's current status. Before Start has returned,
+// only Node, Time and NotReady are set.
 func (n *Node) Status() Status {
+	if !n.up.Load() {
+		return Status{Node: n.cfg.NodeID, Time: time.Now().UTC(), NotReady: reason(n.Readiness())}
+	}
 	st := Status{
 		Node: n.cfg.NodeID, RemoteAddr: n.tr.addr, GossipAddr: n.members.addr(),
 		Lease: int64(n.place.Lease()), LeaseValid: n.place.Valid(), Time: time.Now().UTC(),
 		Host: n.host.Stats(),
 	}
 	st.Entities = st.Host.Active
+	if err := n.Readiness(); err != nil {
+		st.NotReady = reason(err)
+	} else {
+		st.Ready = true
+	}
 	alive, _ := n.members.snapshot()
 	seen := map[string]*Member{}
 	for _, info := range n.place.Table().Nodes() {
@@ -75,10 +88,35 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// Handler returns the admin HTTP handler: / (status JSON), /metrics
-// (Prometheus) and, when Config.Pprof is set, /debug/pprof/.
+// Handler returns the admin HTTP handler:
+//
+//   - / and /status: the node's Status as JSON;
+//   - /healthz: 200 "ok" while the node is up (Healthy), 503 once it
+//     stopped: a liveness check;
+//   - /readyz: 200 "ok" when the node is ready (see Readiness), else 503
+//     with the reason on one line ("not ready: lease not valid"): a
+//     readiness check;
+//   - /metrics: Prometheus metrics;
+//   - /debug/pprof/, when Config.Pprof is set.
+//
+// It may be mounted on a server of the caller's (Config.AdminAddr "")
+// and serves before Start returns (then /readyz answers 503 "starting").
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !n.Healthy() {
+			plain(w, http.StatusServiceUnavailable, "stopped")
+			return
+		}
+		plain(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := n.Readiness(); err != nil {
+			plain(w, http.StatusServiceUnavailable, "not ready: "+reason(err))
+			return
+		}
+		plain(w, http.StatusOK, "ok")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" && r.URL.Path != "/status" {
 			http.NotFound(w, r)
@@ -98,6 +136,20 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// plain writes a one-line text answer.
+func plain(w http.ResponseWriter, code int, line string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, line+"\n")
+}
+
+// reason returns a Readiness error without its "cluster: node not ready: "
+// prefix.
+func reason(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrNotReady.Error()+": ")
 }
 
 func (n *Node) startAdmin() error {

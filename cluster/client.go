@@ -24,7 +24,8 @@ type ClientConfig struct {
 	EtcdDialTimeout time.Duration
 	// Retry is how calls are retried.
 	Retry RetryPolicy
-	// Logger receives the client's logs. Default slog.Default().
+	// Logger receives the client's logs, its etcd client's included.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -64,7 +65,7 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 			c.Close()
 		}
 	}()
-	if c.etcd, err = dialEtcd(ctx, endpoints, cfg.EtcdDialTimeout); err != nil {
+	if c.etcd, err = dialEtcd(ctx, endpoints, cfg.EtcdDialTimeout, cfg.Logger); err != nil {
 		return nil, err
 	}
 	shards := cfg.Shards

@@ -55,8 +55,9 @@ type Config struct {
 	// DefaultLANConfig, tuned to declare a dead node in about 2s) or
 	// "local" (DefaultLocalConfig). Default "lan".
 	Gossip string
-	// AdminAddr is where the admin HTTP endpoint (status JSON, /metrics)
-	// listens; "" disables it. Bind it to loopback unless it is protected.
+	// AdminAddr is where the admin HTTP endpoint (status JSON, /healthz,
+	// /readyz, /metrics; see Node.Handler) listens; "" disables it. Bind
+	// it to loopback unless it is protected.
 	AdminAddr string
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin endpoint.
 	Pprof bool
@@ -68,7 +69,8 @@ type Config struct {
 	Host actors.HostConfig
 	// Retry is how calls are retried.
 	Retry RetryPolicy
-	// Logger receives the node's logs. Default slog.Default().
+	// Logger receives the node's logs, its etcd client's included.
+	// Default slog.Default().
 	Logger *slog.Logger
 	// GossipFaults, when set, lets tests cut gossip traffic (see
 	// GossipFaults). Nil in production.

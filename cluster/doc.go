@@ -25,6 +25,20 @@
 // Graceful handoff: Shutdown drains every shard (stop admitting, finish,
 // flush, stop entities) before releasing its lock; callers see retries,
 // not failures.
+//
+// Readiness: Node.Readiness, Ready and WaitReady say whether a node holds a
+// valid lease, is registered, serves every shard it holds and has taken
+// its share of the free shards; the admin endpoint answers /readyz from
+// it and /healthz from Node.Healthy (up, whatever etcd's state).
+//
+// Development: NewDev starts a Dev, one in-process host that owns every
+// shard over a memory store, with no etcd, gossip or network, and gives
+// handlers the same runtime a node does. It implements actors.Invoker, so
+// unit tests of an application's kinds call it as they would a cluster.
+//
+// Logging: a node, a client and an embedded etcd (package etcdembed) log
+// through log/slog; the zap logs of etcd's client and server are bridged
+// to the same logger.
 package cluster
 
 import (

@@ -16,7 +16,6 @@ import (
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // ErrClosed is returned by calls on a node or client that was shut down.
@@ -52,6 +51,8 @@ type Node struct {
 	stopOnce sync.Once
 	started  atomic.Bool
 	stopped  atomic.Bool
+	up       atomic.Bool // Start returned nil (see Readiness)
+	leaving  atomic.Bool // Shutdown or Kill began
 }
 
 // New validates cfg and returns a node for kinds. It does no I/O.
@@ -83,7 +84,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.Etcd != nil {
 		n.etcd = n.cfg.Etcd
 	} else {
-		n.etcd, err = dialEtcd(ctx, n.cfg.EtcdEndpoints, n.cfg.EtcdDialTimeout)
+		n.etcd, err = dialEtcd(ctx, n.cfg.EtcdEndpoints, n.cfg.EtcdDialTimeout, n.log)
 		if err != nil {
 			return err
 		}
@@ -164,12 +165,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.wg.Add(1)
 	go n.liveLoop(runCtx)
+	n.up.Store(true)
 	n.log.Info("node started", "remote", n.tr.addr, "gossip", n.members.addr())
 	return nil
 }
 
-func dialEtcd(ctx context.Context, endpoints []string, timeout time.Duration) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: zap.NewNop()})
+// dialEtcd connects to etcd; the client logs through log (etcdLogger).
+func dialEtcd(ctx context.Context, endpoints []string, timeout time.Duration, log *slog.Logger) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: etcdLogger(log)})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd %v: %w", endpoints, err)
 	}
@@ -189,6 +192,7 @@ func dialEtcd(ctx context.Context, endpoints []string, timeout time.Duration) (*
 func (n *Node) Shutdown(ctx context.Context) error {
 	var err error
 	n.stopOnce.Do(func() {
+		n.leaving.Store(true)
 		n.Resume()
 		if n.place != nil {
 			if perr := n.place.Shutdown(ctx); perr != nil {
@@ -212,6 +216,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // and chaos tooling.
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
+		n.leaving.Store(true)
 		n.Resume()
 		if n.host != nil {
 			n.host.Pause() // freeze entities: nothing more is processed

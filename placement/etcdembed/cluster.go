@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -23,8 +24,12 @@ type ClusterConfig struct {
 	Members int
 	// UnsafeNoFsync disables fsync (tests only).
 	UnsafeNoFsync bool
-	// Logger replaces the members' logger when non-nil (zap.NewNop()
-	// silences them). Otherwise they log at "error" level.
+	// Slog receives the members' logs, each with a "member" attribute;
+	// default slog.Default(). See Config.Slog for what goes to which
+	// level; Kill and Crash count as a close.
+	Slog *slog.Logger
+	// Logger, when non-nil, is the zap logger the members use instead of
+	// Slog (zap.NewNop() silences them).
 	Logger *zap.Logger
 	// TickMs and ElectionMs are the raft timeouts; defaults 20 and 200, so
 	// that a killed leader is replaced within a fraction of a second.
@@ -43,6 +48,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	members []*embed.Etcd // nil while killed
 	fronts  []*front      // nil while killed
+	logs    []*memberLog  // of each member's current run
 }
 
 // StartCluster starts cfg.Members members on free loopback ports and waits
@@ -68,7 +74,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, members: make([]*embed.Etcd, cfg.Members), fronts: make([]*front, cfg.Members)}
+	c := &Cluster{cfg: cfg, members: make([]*embed.Etcd, cfg.Members), fronts: make([]*front, cfg.Members),
+		logs: make([]*memberLog, cfg.Members)}
 	var parts []string
 	for i := 0; i < cfg.Members; i++ {
 		cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[3*i])}
@@ -95,7 +102,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) memberConfig(i int) *embed.Config {
+func (c *Cluster) memberConfig(i int, ml *memberLog) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Name = fmt.Sprintf("m%d", i)
 	ec.Dir = filepath.Join(c.cfg.Dir, ec.Name)
@@ -106,12 +113,16 @@ func (c *Cluster) memberConfig(i int) *embed.Config {
 	ec.InitialCluster = c.initial
 	ec.InitialClusterToken = "ordo-test"
 	ec.ClusterState = embed.ClusterStateFlagNew
-	ec.LogLevel = "error"
 	ec.UnsafeNoFsync = c.cfg.UnsafeNoFsync
 	ec.MaxTxnOps = 1024
 	ec.MaxRequestBytes = 8 << 20
-	applyCommon(ec, Config{Logger: c.cfg.Logger, TickMs: c.cfg.TickMs, ElectionMs: c.cfg.ElectionMs})
-	return ec
+	sl := c.cfg.Slog
+	if sl == nil {
+		sl = slog.Default()
+	}
+	err := applyCommon(ec, Config{Logger: c.cfg.Logger, Slog: sl.With("member", ec.Name),
+		TickMs: c.cfg.TickMs, ElectionMs: c.cfg.ElectionMs}, ml)
+	return ec, err
 }
 
 func (c *Cluster) waitReady(ctx context.Context, i int) error {
@@ -132,17 +143,23 @@ func (c *Cluster) waitReady(ctx context.Context, i int) error {
 }
 
 func (c *Cluster) startMember(i int) error {
-	e, err := embed.StartEtcd(c.memberConfig(i))
+	ml := &memberLog{}
+	ec, err := c.memberConfig(i, ml)
+	if err != nil {
+		return err
+	}
+	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcdembed: start member %d: %w", i, err)
 	}
 	f, err := startFront(c.clients[i].Host, c.inner[i].Host)
 	if err != nil {
+		ml.closing.Store(true)
 		e.Close()
 		return fmt.Errorf("etcdembed: member %d client listener: %w", i, err)
 	}
 	c.mu.Lock()
-	c.members[i], c.fronts[i] = e, f
+	c.members[i], c.fronts[i], c.logs[i] = e, f, ml
 	c.mu.Unlock()
 	return nil
 }
@@ -179,13 +196,14 @@ func (c *Cluster) Crash(i int) { c.stop(i, true) }
 // leadership transfer) when hard.
 func (c *Cluster) stop(i int, hard bool) {
 	c.mu.Lock()
-	e, f := c.members[i], c.fronts[i]
+	e, f, ml := c.members[i], c.fronts[i], c.logs[i]
 	c.members[i], c.fronts[i] = nil, nil
 	c.mu.Unlock()
 	if f != nil {
 		f.close()
 	}
 	if e != nil {
+		ml.closing.Store(true)
 		if hard {
 			e.Server.HardStop()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sync"
 	"time"
@@ -28,30 +29,56 @@ type Config struct {
 	MaxRequestBytes uint
 	// MaxTxnOps bounds operations in one transaction; default 1024.
 	MaxTxnOps uint
-	// LogLevel is etcd's zap log level; default "error".
+	// Slog receives the member's logs; default slog.Default(). Its handler
+	// decides what shows. etcd's info messages narrate the member's own
+	// workings (raft, snapshots, listeners) and go to debug; its warnings
+	// and errors keep their level, except a few expected ones that go to
+	// debug too: the errors its serving goroutines log when Close closes
+	// their listeners, and two notes it logs at every start about settings
+	// that are deliberate here (one port for gRPC and HTTP, the auth token
+	// type of a member that never enables auth). A start and a Close
+	// therefore log nothing above info.
+	Slog *slog.Logger
+	// LogLevel, when not "", drops etcd's messages below this level
+	// ("debug", "info", "warn", "error") before they reach Slog. Default ""
+	// (Slog's handler decides alone).
 	LogLevel string
 	// UnsafeNoFsync disables fsync: faster, and only for tests.
 	UnsafeNoFsync bool
-	// Logger, when non-nil, replaces etcd's own logger (LogLevel is then
-	// ignored); pass zap.NewNop() to silence the member entirely, e.g. the
-	// error lines a member logs while it is being closed.
+	// Logger, when non-nil, is the zap logger etcd uses instead of Slog
+	// (LogLevel is then ignored, and nothing is moved to debug); pass
+	// zap.NewNop() to silence the member entirely.
 	Logger *zap.Logger
 	// TickMs and ElectionMs are the raft heartbeat and election timeouts;
 	// defaults 100 and 1000 (etcd's). Tests use shorter ones.
 	TickMs, ElectionMs uint
 }
 
-// applyCommon copies the settings shared by single members and clusters.
-func applyCommon(ec *embed.Config, cfg Config) {
-	if cfg.Logger != nil {
-		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger)
+// applyCommon copies the settings shared by single members and clusters,
+// with ml the logger of this run of the member.
+func applyCommon(ec *embed.Config, cfg Config, ml *memberLog) error {
+	lg := cfg.Logger
+	if lg == nil {
+		sl := cfg.Slog
+		if sl == nil {
+			sl = slog.Default()
+		}
+		var err error
+		if lg, err = ml.logger(sl, cfg.LogLevel); err != nil {
+			return err
+		}
 	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	// embed.NewConfig leaves this at 0 (etcd's command line sets 300ms),
+	// which makes etcd log every request at warn unless debug is enabled.
+	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	if cfg.TickMs != 0 {
 		ec.TickMs = cfg.TickMs
 	}
 	if cfg.ElectionMs != 0 {
 		ec.ElectionMs = cfg.ElectionMs
 	}
+	return nil
 }
 
 // Server is a running embedded etcd member. Its methods are safe for
@@ -59,6 +86,7 @@ func applyCommon(ec *embed.Config, cfg Config) {
 type Server struct {
 	e     *embed.Etcd
 	cfg   Config
+	log   *memberLog
 	close sync.Once
 }
 
@@ -83,9 +111,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxTxnOps == 0 {
 		cfg.MaxTxnOps = 1024
 	}
-	if cfg.LogLevel == "" {
-		cfg.LogLevel = "error"
-	}
 	curl, err := url.Parse(cfg.ClientURL)
 	if err != nil {
 		return nil, fmt.Errorf("etcdembed: client URL: %w", err)
@@ -104,26 +129,29 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	ec.MaxTxnOps = cfg.MaxTxnOps
-	ec.LogLevel = cfg.LogLevel
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
-	applyCommon(ec, cfg)
+	ml := &memberLog{}
+	if err := applyCommon(ec, cfg, ml); err != nil {
+		return nil, err
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("etcdembed: start: %w", err)
 	}
+	s := &Server{e: e, cfg: cfg, log: ml}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		e.Close()
+		s.Close()
 		return nil, fmt.Errorf("etcdembed: %w", err)
 	case <-ctx.Done():
-		e.Close()
+		s.Close()
 		return nil, fmt.Errorf("etcdembed: waiting for the member to serve: %w", ctx.Err())
 	case <-time.After(60 * time.Second):
-		e.Close()
+		s.Close()
 		return nil, errors.New("etcdembed: member did not become ready within 60s")
 	}
-	return &Server{e: e, cfg: cfg}, nil
+	return s, nil
 }
 
 // Endpoints returns the client URLs the member listens on, with the ports
@@ -139,5 +167,8 @@ func (s *Server) Endpoints() []string {
 // Close stops the member and waits for it to exit. It is idempotent
 // (embed.Etcd.Close itself is not: a second call panics).
 func (s *Server) Close() {
-	s.close.Do(s.e.Close)
+	s.close.Do(func() {
+		s.log.closing.Store(true)
+		s.e.Close()
+	})
 }

@@ -155,3 +155,26 @@ func TestGracefulShutdownAndJoinUnderLoad(t *testing.T) {
 		require.Equal(t, n, v.Value, id)
 	}
 }
+
+// A node restarted right after a crash, under the same ID, waits in Start
+// for its previous lease to end instead of failing with ErrNodeIDInUse,
+// and then serves its entities' durable state.
+func TestRestartAfterCrashWaitsForTheOldLease(t *testing.T) {
+	store := memory.New()
+	e := newEnv(t, store, 4)
+	n1 := e.start(e.config("n1"))
+	e.settled(n1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := cluster.Call[*testpb.Value](ctx, n1, counter("a"), &testpb.Add{Delta: 3})
+	require.NoError(t, err)
+	n1.Kill() // the registration stays until the lease ends: nobody revokes it
+
+	cfg := e.config("n1")
+	cfg.Join = nil
+	again := e.start(cfg)
+	e.settled(again)
+	v, err := cluster.Call[*testpb.Value](ctx, again, counter("a"), &testpb.Get{})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v.Value)
+}

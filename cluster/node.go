@@ -147,14 +147,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if pc.Logger == nil {
 		pc.Logger = n.log
 	}
-	if n.place, err = placement.New(pc, n.etcd, placementHost{n}); err != nil {
-		return fmt.Errorf("cluster: %w", err)
+	if err = n.startPlacement(ctx, pc); err != nil {
+		return err
 	}
 	// The placement node's table is the one the router should use: it is
 	// kept current by the node itself.
-	if err = n.place.Start(ctx); err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
 	n.router.table = n.place.Table()
 	n.members.setLease(int64(n.place.Lease()))
 
@@ -171,6 +168,35 @@ func (n *Node) Start(ctx context.Context) (err error) {
 }
 
 // dialEtcd connects to etcd; the client logs through log (etcdLogger).
+// startPlacement registers the node and starts placement. A node that
+// restarts after a crash finds its ID still registered under its previous
+// lease: it waits, until ctx ends, for that lease to end (at most its TTL).
+func (n *Node) startPlacement(ctx context.Context, pc placement.Config) error {
+	wait := 100 * time.Millisecond
+	for {
+		place, err := placement.New(pc, n.etcd, placementHost{n})
+		if err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		n.place = place // callbacks during Start see it
+		if err = place.Start(ctx); err == nil {
+			return nil
+		}
+		if !errors.Is(err, placement.ErrNodeIDInUse) {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		n.log.Info("node ID still registered by a previous session; waiting for its lease to end", "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cluster: %w (gave up waiting: %v)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 func dialEtcd(ctx context.Context, endpoints []string, timeout time.Duration, log *slog.Logger) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: etcdLogger(log)})
 	if err != nil {

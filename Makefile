@@ -3,6 +3,8 @@ GO        ?= go
 PROTOC    ?= protoc
 PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
+# Files that declare entity services (they import ordo's options) also get typed clients and servers.
+ORDO_SRCS := $(shell grep -l '^import "proto/ordopb/options.proto";' $(PROTO_SRCS))
 STATICCHECK_VERSION := v0.8.2
 
 .PHONY: test test-short vet proto verify-proto bench bench-bank lint fuzz lab chaos mutants
@@ -17,12 +19,14 @@ test-short: vet
 vet:
 	$(GO) vet ./...
 
-## proto: regenerate the committed .pb.go files with the pinned protoc and protoc-gen-go.
+## proto: regenerate the committed .pb.go files with the pinned protoc, protoc-gen-go and protoc-gen-ordo.
 proto:
 	@$(PROTOC) --version | grep -q "libprotoc $(PROTOC_VERSION)" || { echo "need protoc $(PROTOC_VERSION) (Debian protobuf-compiler), have: $$($(PROTOC) --version)"; exit 1; }
 	$(PROTOC) -I . -I /usr/include \
 		--plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) \
 		--go_out=. --go_opt=paths=source_relative $(PROTO_SRCS)
+	$(PROTOC) -I . -I /usr/include --plugin=protoc-gen-ordo=$$($(GO) tool -n protoc-gen-ordo) \
+		--ordo_out=. --ordo_opt=paths=source_relative $(ORDO_SRCS)
 
 ## verify-proto: fail when `make proto` would change a committed file.
 verify-proto:

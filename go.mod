@@ -118,6 +118,9 @@ require (
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
-tool google.golang.org/protobuf/cmd/protoc-gen-go
+tool (
+	github.com/ordo-actors/ordo/cmd/protoc-gen-ordo
+	google.golang.org/protobuf/cmd/protoc-gen-go
+)
 
 replace github.com/asynkron/protoactor-go => ./third_party/protoactor-go

@@ -92,10 +92,11 @@ func generated(t *testing.T, resp *pluginpb.CodeGeneratorResponse) map[string]st
 // verify-proto checks too). A file without services gets nothing.
 func TestGolden(t *testing.T) {
 	files := generated(t, run(t, compile(t, []string{"testdata"},
-		"cart.proto", "proto/testsvcpb/counter.proto", "proto/testpb/test.proto")))
-	require.Len(t, files, 2, "files generated: %v", keys(files))
+		"cart.proto", "proto/bankpb/bank.proto", "proto/testsvcpb/counter.proto", "proto/testpb/test.proto")))
+	require.Len(t, files, 3, "files generated: %v", keys(files))
 	for name, path := range map[string]string{
 		"cart_ordo.pb.go":                    "testdata/cart_ordo.pb.go.golden",
+		"proto/bankpb/bank_ordo.pb.go":       "../../proto/bankpb/bank_ordo.pb.go",
 		"proto/testsvcpb/counter_ordo.pb.go": "../../proto/testsvcpb/counter_ordo.pb.go",
 	} {
 		got, ok := files[name]

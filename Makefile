@@ -3,7 +3,10 @@ GO        ?= go
 PROTOC    ?= protoc
 PROTOC_VERSION := 3.21.12
 PROTO_SRCS := $(shell find proto -name '*.proto' | sort)
+# The transport's gRPC service gets gRPC stubs; files that declare entity
+# services (they import ordo's options) get typed entity clients and servers.
 GRPC_SRCS  := proto/ordopb/transport.proto
+ORDO_SRCS  := $(shell grep -l '^import "proto/ordopb/options.proto";' $(PROTO_SRCS))
 STATICCHECK_VERSION := v0.8.2
 
 .PHONY: test test-short vet proto verify-proto bench bench-bank lint fuzz lab chaos mutants
@@ -18,7 +21,7 @@ test-short: vet
 vet:
 	$(GO) vet ./...
 
-## proto: regenerate the committed .pb.go files with the pinned protoc, protoc-gen-go and protoc-gen-go-grpc.
+## proto: regenerate the committed .pb.go files with the pinned protoc, protoc-gen-go, protoc-gen-go-grpc and protoc-gen-ordo.
 proto:
 	@$(PROTOC) --version | grep -q "libprotoc $(PROTOC_VERSION)" || { echo "need protoc $(PROTOC_VERSION) (Debian protobuf-compiler), have: $$($(PROTOC) --version)"; exit 1; }
 	$(PROTOC) -I . -I /usr/include \
@@ -27,6 +30,8 @@ proto:
 	$(PROTOC) -I . -I /usr/include \
 		--plugin=protoc-gen-go-grpc=$$($(GO) tool -n protoc-gen-go-grpc) \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative $(GRPC_SRCS)
+	$(PROTOC) -I . -I /usr/include --plugin=protoc-gen-ordo=$$($(GO) tool -n protoc-gen-ordo) \
+		--ordo_out=. --ordo_opt=paths=source_relative $(ORDO_SRCS)
 
 ## verify-proto: fail when `make proto` would change a committed file.
 verify-proto:

@@ -118,6 +118,7 @@ require (
 )
 
 tool (
+	github.com/ordo-actors/ordo/cmd/protoc-gen-ordo
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )

@@ -184,7 +184,7 @@ func newBalanceCmd() *cobra.Command {
 				return err
 			}
 			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
-				b, err := actors.Call[*bankpb.Balance](ctx, c, ledger.AccountRef(account), &bankpb.GetBalance{})
+				b, err := bankpb.NewAccountServiceClient(c).GetBalance(ctx, account, &bankpb.GetBalance{})
 				if err != nil {
 					return fmt.Errorf("balance of %s: %w", account, err)
 				}
@@ -219,7 +219,7 @@ func newTransferStatusCmd() *cobra.Command {
 				return usagef("--id %q: %v", id, err)
 			}
 			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
-				st, err := actors.Call[*bankpb.TransferState](ctx, c, ledger.TransferRef(from, id), &bankpb.GetTransfer{})
+				st, err := bankpb.NewTransferServiceClient(c).GetTransfer(ctx, ledger.TransferID(from, id), &bankpb.GetTransfer{})
 				if err != nil {
 					return fmt.Errorf("transfer %s: %w", id, err)
 				}

@@ -9,6 +9,7 @@
 package bankpb
 
 import (
+	_ "github.com/ordo-actors/ordo/proto/ordopb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -834,7 +835,7 @@ var File_proto_bankpb_bank_proto protoreflect.FileDescriptor
 
 const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\n" +
-	"\x17proto/bankpb/bank.proto\x12\fordo.bank.v1\"\xab\x02\n" +
+	"\x17proto/bankpb/bank.proto\x12\fordo.bank.v1\x1a\x1aproto/ordopb/options.proto\"\xab\x02\n" +
 	"\aAccount\x12\x16\n" +
 	"\x06opened\x18\x01 \x01(\bR\x06opened\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\x03R\abalance\x129\n" +
@@ -893,7 +894,23 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x19TRANSFER_STATUS_COMPLETED\x10\x04\x12\x1c\n" +
 	"\x18TRANSFER_STATUS_REJECTED\x10\x05\x12 \n" +
 	"\x1cTRANSFER_STATUS_COMPENSATING\x10\x06\x12\x1f\n" +
-	"\x1bTRANSFER_STATUS_COMPENSATED\x10\aB*Z(github.com/ordo-actors/ordo/proto/bankpbb\x06proto3"
+	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a2\xf5\x03\n" +
+	"\x0eAccountService\x121\n" +
+	"\x04Open\x12\x12.ordo.bank.v1.Open\x1a\x15.ordo.bank.v1.Balance\x127\n" +
+	"\aDeposit\x12\x15.ordo.bank.v1.Deposit\x1a\x15.ordo.bank.v1.Balance\x129\n" +
+	"\bWithdraw\x12\x16.ordo.bank.v1.Withdraw\x1a\x15.ordo.bank.v1.Balance\x12E\n" +
+	"\n" +
+	"GetBalance\x12\x18.ordo.bank.v1.GetBalance\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x12C\n" +
+	"\tCheckOpen\x12\x17.ordo.bank.v1.CheckOpen\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x123\n" +
+	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\x125\n" +
+	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\x125\n" +
+	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\x1a\r\u00a0\x19\t\n" +
+	"\aaccount2\xbd\x01\n" +
+	"\x0fTransferService\x12K\n" +
+	"\x0eSubmitTransfer\x12\x1c.ordo.bank.v1.SubmitTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12M\n" +
+	"\vGetTransfer\x12\x19.ordo.bank.v1.GetTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\b\x01\x1a\x0e\u00a0\x19\n" +
+	"\n" +
+	"\btransferB*Z(github.com/ordo-actors/ordo/proto/bankpbb\x06proto3"
 
 var (
 	file_proto_bankpb_bank_proto_rawDescOnce sync.Once
@@ -933,8 +950,28 @@ var file_proto_bankpb_bank_proto_depIdxs = []int32{
 	16, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
 	0,  // 2: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
 	0,  // 3: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
-	4,  // [4:4] is the sub-list for method output_type
-	4,  // [4:4] is the sub-list for method input_type
+	2,  // 4: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
+	3,  // 5: ordo.bank.v1.AccountService.Deposit:input_type -> ordo.bank.v1.Deposit
+	4,  // 6: ordo.bank.v1.AccountService.Withdraw:input_type -> ordo.bank.v1.Withdraw
+	5,  // 7: ordo.bank.v1.AccountService.GetBalance:input_type -> ordo.bank.v1.GetBalance
+	9,  // 8: ordo.bank.v1.AccountService.CheckOpen:input_type -> ordo.bank.v1.CheckOpen
+	7,  // 9: ordo.bank.v1.AccountService.Debit:input_type -> ordo.bank.v1.Debit
+	8,  // 10: ordo.bank.v1.AccountService.Credit:input_type -> ordo.bank.v1.Credit
+	10, // 11: ordo.bank.v1.AccountService.Forget:input_type -> ordo.bank.v1.Forget
+	12, // 12: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
+	13, // 13: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
+	6,  // 14: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
+	6,  // 15: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
+	6,  // 16: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
+	6,  // 17: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
+	6,  // 18: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
+	6,  // 19: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
+	6,  // 20: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
+	6,  // 21: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
+	14, // 22: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
+	14, // 23: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
+	14, // [14:24] is the sub-list for method output_type
+	4,  // [4:14] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -953,7 +990,7 @@ func file_proto_bankpb_bank_proto_init() {
 			NumEnums:      1,
 			NumMessages:   16,
 			NumExtensions: 0,
-			NumServices:   0,
+			NumServices:   2,
 		},
 		GoTypes:           file_proto_bankpb_bank_proto_goTypes,
 		DependencyIndexes: file_proto_bankpb_bank_proto_depIdxs,

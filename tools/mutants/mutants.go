@@ -246,7 +246,7 @@ var mutants = []Mutant{
 		Name:  "bank/debit-records-transfer",
 		Guard: "S5: an account debits a transfer ID once, whatever the request ID",
 		File:  "examples/bank/ledger/ledger.go",
-		Orig: `		c.State.Debits[m.TransferId] = m.Amount
+		Orig: `	c.State.Debits[m.TransferId] = m.Amount
 `,
 		Repl: ``,
 		Pkgs: []string{"./examples/bank/ledger"},
@@ -255,7 +255,7 @@ var mutants = []Mutant{
 		Name:  "bank/credit-records-transfer",
 		Guard: "S5: an account credits a transfer ID once, whatever the request ID",
 		File:  "examples/bank/ledger/ledger.go",
-		Orig: `		c.State.Credits[m.TransferId] = m.Amount
+		Orig: `	c.State.Credits[m.TransferId] = m.Amount
 `,
 		Repl: ``,
 		Pkgs: []string{"./examples/bank/ledger"},

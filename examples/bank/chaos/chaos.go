@@ -126,8 +126,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		return nil, fmt.Errorf("chaos: probe client: %w", err)
 	}
 	defer client.Close()
+	accountClient := bankpb.NewAccountServiceClient(client)
 	read := func(ctx context.Context, account string) error {
-		_, err := cluster.Call[*bankpb.Balance](ctx, client, ledger.AccountRef(account), &bankpb.GetBalance{})
+		_, err := accountClient.GetBalance(ctx, account, &bankpb.GetBalance{})
 		return err
 	}
 	// A fault's probe reads the account and writes in its shard: reads
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		}
 		c := companions[actors.ShardOf(ledger.AccountRef(account), int(r.shards))]
 		id := fmt.Sprintf("chaos-%d-%d", cfg.Seed, writes.Add(1))
-		_, err := cluster.Call[*bankpb.Balance](ctx, client, ledger.AccountRef(c), &bankpb.Open{}, actors.WithRequestID(id))
+		_, err := accountClient.Open(ctx, c, &bankpb.Open{}, actors.WithRequestID(id))
 		return err
 	}
 
@@ -219,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	if ops, err := history.ReadFile(hist); err == nil {
 		status := func(ctx context.Context, id, from string) (*bankpb.TransferState, error) {
-			return cluster.Call[*bankpb.TransferState](ctx, client, ledger.TransferRef(from, id), &bankpb.GetTransfer{})
+			return bankpb.NewTransferServiceClient(client).GetTransfer(ctx, ledger.TransferID(from, id), &bankpb.GetTransfer{})
 		}
 		rep.Sagas = watchSagas(ctx, status, ops, 30*time.Second)
 		r.logf("%6.1fs %v", time.Since(r.start).Seconds(), rep.Sagas)

@@ -15,6 +15,6 @@ import (
 // error. Errors are call failures (ctx ended, invalid input: the outcome
 // may then be unknown; submitting again resolves it).
 func SubmitAndWait(ctx context.Context, inv actors.Invoker, id, from, to string, amount int64) (*bankpb.TransferState, error) {
-	return actors.Call[*bankpb.TransferState](ctx, inv, TransferRef(from, id),
+	return bankpb.NewTransferServiceClient(inv).SubmitTransfer(ctx, TransferID(from, id),
 		&bankpb.SubmitTransfer{From: from, To: to, Amount: amount}, actors.WithRequestID(id+":submit"))
 }

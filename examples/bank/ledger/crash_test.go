@@ -99,7 +99,7 @@ func crashAt(t *testing.T, at int64, f fault) {
 		id      string
 		initial int64
 	}{{"a", 100}, {"b", 0}} {
-		_, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef(a.id), &bankpb.Open{Initial: a.initial})
+		_, err := bankpb.NewAccountServiceClient(inv).Open(ctx, a.id, &bankpb.Open{Initial: a.initial})
 		require.NoError(t, err)
 	}
 
@@ -131,7 +131,7 @@ func crashAt(t *testing.T, at int64, f fault) {
 		reown()
 		// Reading the transfer activates it, if a crash stopped it: it
 		// sends its forgets again.
-		if _, err := actors.Call[*bankpb.TransferState](ctx, inv, ledger.TransferRef("a", "t1"), &bankpb.GetTransfer{}); err != nil {
+		if _, err := bankpb.NewTransferServiceClient(inv).GetTransfer(ctx, ledger.TransferID("a", "t1"), &bankpb.GetTransfer{}); err != nil {
 			return err
 		}
 		for _, id := range []string{"a", "b"} {
@@ -213,7 +213,7 @@ func (r retrying) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Rep
 
 func balanceVia(t *testing.T, ctx context.Context, inv actors.Invoker, id string) int64 {
 	t.Helper()
-	b, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef(id), &bankpb.GetBalance{})
+	b, err := bankpb.NewAccountServiceClient(inv).GetBalance(ctx, id, &bankpb.GetBalance{})
 	require.NoError(t, err)
 	return b.Amount
 }
@@ -243,9 +243,10 @@ func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 	inv := retrying{h: h, reown: reown}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("a"), &bankpb.Open{Initial: 100})
+	accounts := bankpb.NewAccountServiceClient(inv)
+	_, err := accounts.Open(ctx, "a", &bankpb.Open{Initial: 100})
 	require.NoError(t, err)
-	_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("b"), &bankpb.Open{Initial: 0})
+	_, err = accounts.Open(ctx, "b", &bankpb.Open{Initial: 0})
 	require.NoError(t, err)
 
 	// Save 1: the start with the refused debit; save 2, the rejection, is
@@ -256,12 +257,12 @@ func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 	// Funds arrive and roll the source's dedup window past the refused
 	// debit; then the transfer is activated (and replayed if not final).
 	for i := 0; i < 2; i++ {
-		_, err = actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef("a"), &bankpb.Deposit{Amount: 500})
+		_, err = accounts.Deposit(ctx, "a", &bankpb.Deposit{Amount: 500})
 		require.NoError(t, err)
 	}
 	var final *bankpb.TransferState
 	testutil.Eventually(t, 20*time.Second, 5*time.Millisecond, func() error {
-		final, err = actors.Call[*bankpb.TransferState](ctx, inv, ledger.TransferRef("a", "t-r"), &bankpb.GetTransfer{})
+		final, err = bankpb.NewTransferServiceClient(inv).GetTransfer(ctx, ledger.TransferID("a", "t-r"), &bankpb.GetTransfer{})
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
-	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
 )
@@ -23,14 +22,15 @@ func TestGuardTransferStepsApplyOncePerTransferID(t *testing.T) {
 	h := newHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	accounts := bankpb.NewAccountServiceClient(h)
 	call := func(id string, msg *bankpb.Debit, requestID string) int64 {
 		t.Helper()
-		b, err := actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef(id), msg, actors.WithRequestID(requestID))
+		b, err := accounts.Debit(ctx, id, msg, actors.WithRequestID(requestID))
 		require.NoError(t, err)
 		return b.Amount
 	}
 	for _, id := range []string{"a", "b"} {
-		_, err := actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef(id), &bankpb.Open{Initial: 100})
+		_, err := accounts.Open(ctx, id, &bankpb.Open{Initial: 100})
 		require.NoError(t, err)
 	}
 
@@ -40,7 +40,7 @@ func TestGuardTransferStepsApplyOncePerTransferID(t *testing.T) {
 
 	credit := func(requestID string) int64 {
 		t.Helper()
-		b, err := actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("b"),
+		b, err := accounts.Credit(ctx, "b",
 			&bankpb.Credit{TransferId: "t1", Amount: 30}, actors.WithRequestID(requestID))
 		require.NoError(t, err)
 		return b.Amount
@@ -50,7 +50,7 @@ func TestGuardTransferStepsApplyOncePerTransferID(t *testing.T) {
 		"the same transfer's credit under another request ID moved money again")
 
 	for id, want := range map[string]int64{"a": 70, "b": 130} {
-		b, err := actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef(id), &bankpb.GetBalance{})
+		b, err := accounts.GetBalance(ctx, id, &bankpb.GetBalance{})
 		require.NoError(t, err)
 		require.EqualValues(t, want, b.Amount, "balance of %s", id)
 	}

@@ -38,13 +38,13 @@ func newHost(t *testing.T) *actors.Host {
 
 func open(t *testing.T, h *actors.Host, id string, initial int64) {
 	t.Helper()
-	_, err := actors.Call[*bankpb.Balance](context.Background(), h, ledger.AccountRef(id), &bankpb.Open{Initial: initial})
+	_, err := bankpb.NewAccountServiceClient(h).Open(context.Background(), id, &bankpb.Open{Initial: initial})
 	require.NoError(t, err)
 }
 
 func balance(t *testing.T, h *actors.Host, id string) int64 {
 	t.Helper()
-	b, err := actors.Call[*bankpb.Balance](context.Background(), h, ledger.AccountRef(id), &bankpb.GetBalance{})
+	b, err := bankpb.NewAccountServiceClient(h).GetBalance(context.Background(), id, &bankpb.GetBalance{})
 	require.NoError(t, err)
 	return b.Amount
 }
@@ -71,7 +71,7 @@ func TestTransferOutcomes(t *testing.T) {
 	// Same ID, other parameters: refused.
 	_, err = ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 31)
 	require.ErrorIs(t, err, actors.ErrBadRequest)
-	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("a", "t1"),
+	_, err = bankpb.NewTransferServiceClient(h).SubmitTransfer(ctx, ledger.TransferID("a", "t1"),
 		&bankpb.SubmitTransfer{From: "a", To: "b", Amount: 31}, actors.WithRequestID("another-id"))
 	requireCode(t, err, ledger.CodeConflict)
 
@@ -102,14 +102,26 @@ func TestTransferOutcomes(t *testing.T) {
 	require.EqualValues(t, 30, balance(t, h, "b"))
 
 	// Account operations validate too.
-	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("a"), &bankpb.Withdraw{Amount: 71})
+	accounts := bankpb.NewAccountServiceClient(h)
+	_, err = accounts.Withdraw(ctx, "a", &bankpb.Withdraw{Amount: 71})
 	requireCode(t, err, ledger.CodeInsufficientFunds)
-	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("a"), &bankpb.Deposit{Amount: 0})
+	_, err = accounts.Deposit(ctx, "a", &bankpb.Deposit{Amount: 0})
 	requireCode(t, err, ledger.CodeInvalidAmount)
-	_, err = actors.Call[*bankpb.Balance](ctx, h, ledger.AccountRef("zz"), &bankpb.GetBalance{})
+	_, err = accounts.GetBalance(ctx, "zz", &bankpb.GetBalance{})
 	requireCode(t, err, ledger.CodeUnknownAccount)
-	_, err = actors.Call[*bankpb.TransferState](ctx, h, ledger.TransferRef("a", "never"), &bankpb.GetTransfer{})
+	_, err = bankpb.NewTransferServiceClient(h).GetTransfer(ctx, ledger.TransferID("a", "never"), &bankpb.GetTransfer{})
 	requireCode(t, err, ledger.CodeUnknownTransfer)
+}
+
+// The kind names are part of every stored entity's key, and a transfer's
+// entity ID places it with its source account.
+func TestKindNamesAndTransferID(t *testing.T) {
+	require.Equal(t, "account", ledger.Account.Name())
+	require.Equal(t, "transfer", ledger.Transfer.Name())
+	require.Equal(t, "{account/a}t1", ledger.TransferID("a", "t1"))
+	require.Equal(t, actors.Ref{Kind: "transfer", ID: "{account/a}t1"}, ledger.TransferRef("a", "t1"))
+	require.Equal(t, "", ledger.TransferID("a}b", "t1"))
+	require.Error(t, ledger.TransferRef("a}b", "t1").Validate())
 }
 
 func requireCode(t *testing.T, err error, code string) {

@@ -22,27 +22,35 @@ const (
 // outcome is the key under which Submit requests wait for the saga's end.
 const outcome = "outcome"
 
-// Transfer is the transfer saga kind. A transfer lives in its source
-// account's shard (TransferRef), so the saga and its debit talk in memory
-// and their writes share one Save.
-var Transfer = actors.MustKind("transfer", func() *bankpb.Transfer { return new(bankpb.Transfer) },
-	actors.On(submit),
-	actors.OnRead(func(c *transferCtx, m *bankpb.GetTransfer) (*bankpb.TransferState, error) {
-		if c.State.Status == unspecified {
-			return nil, actors.HandlerError(CodeUnknownTransfer, "transfer %s was never submitted", c.Ref().ID)
-		}
-		return state(c.State), nil
-	}),
-	actors.OnActivate(func(c *transferCtx) { step(c) }),
-)
+// Transfer is the transfer saga kind (bankpb.TransferService). A transfer
+// lives in its source account's shard (TransferRef), so the saga and its
+// debit talk in memory and their writes share one Save.
+var Transfer = bankpb.MustTransferServiceKind[*bankpb.Transfer](
+	func() *bankpb.Transfer { return new(bankpb.Transfer) }, transfers{},
+	actors.OnActivate(func(c *transferCtx) { step(c) }))
+
+// transfers is the transfer kind's handlers.
+type transfers struct{}
+
+var _ bankpb.TransferServiceServer[*bankpb.Transfer] = transfers{}
+
+// toAccount sends a saga's steps to accounts.
+var toAccount bankpb.AccountServiceRequester[*bankpb.Transfer]
+
+func (transfers) GetTransfer(c *transferCtx, _ *bankpb.GetTransfer) (*bankpb.TransferState, error) {
+	if c.State.Status == unspecified {
+		return nil, actors.HandlerError(CodeUnknownTransfer, "transfer %s was never submitted", c.Ref().ID)
+	}
+	return state(c.State), nil
+}
 
 func state(t *bankpb.Transfer) *bankpb.TransferState {
 	return &bankpb.TransferState{From: t.From, To: t.To, Amount: t.Amount, Status: t.Status, Error: t.Error}
 }
 
-// submit starts the saga, or joins it, and answers with its final state
-// (a deferred reply): one call from the client, no polling.
-func submit(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, error) {
+// SubmitTransfer starts the saga, or joins it, and answers with its final
+// state (a deferred reply): one call from the client, no polling.
+func (transfers) SubmitTransfer(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, error) {
 	t := c.State
 	if t.Status != unspecified {
 		if t.From != m.From || t.To != m.To || t.Amount != m.Amount {
@@ -94,7 +102,7 @@ func step(c *transferCtx) {
 		forget(c)
 	case compensating:
 		id := transferID(c)
-		actors.Request(c, AccountRef(c.State.From), &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount},
+		toAccount.Credit(c, c.State.From, &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount},
 			id+":refund", afterRefund)
 	}
 }
@@ -120,12 +128,12 @@ func permanent(err error) (code string, ok bool) {
 
 func debit(c *transferCtx) {
 	id := transferID(c)
-	actors.Request(c, AccountRef(c.State.From), &bankpb.Debit{TransferId: id, Amount: c.State.Amount}, id+":debit", afterDebit)
+	toAccount.Debit(c, c.State.From, &bankpb.Debit{TransferId: id, Amount: c.State.Amount}, id+":debit", afterDebit)
 }
 
 func credit(c *transferCtx) {
 	id := transferID(c)
-	actors.Request(c, AccountRef(c.State.To), &bankpb.Credit{TransferId: id, Amount: c.State.Amount}, id+":credit", afterCredit)
+	toAccount.Credit(c, c.State.To, &bankpb.Credit{TransferId: id, Amount: c.State.Amount}, id+":credit", afterCredit)
 }
 
 func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
@@ -204,7 +212,7 @@ func forget(c *transferCtx) {
 }
 
 func forgetOne(c *transferCtx, account, transferID, requestID string) {
-	actors.Request(c, AccountRef(account), &bankpb.Forget{TransferId: transferID}, requestID,
+	toAccount.Forget(c, account, &bankpb.Forget{TransferId: transferID}, requestID,
 		func(c *transferCtx, _ *bankpb.Balance, err error) {
 			if err != nil {
 				if _, ok := permanent(err); !ok {

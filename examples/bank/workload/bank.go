@@ -57,9 +57,10 @@ func parallel(ctx context.Context, n, workers int, f func(i int) error) error {
 // the cluster until ctx ends.
 func Open(ctx context.Context, inv actors.Invoker, accounts int, initial int64, workers int) (mismatched int, err error) {
 	var mu sync.Mutex
+	client := bankpb.NewAccountServiceClient(inv)
 	err = parallel(ctx, accounts, workers, func(i int) error {
 		name := history.AccountName(i)
-		b, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef(name), &bankpb.Open{Initial: initial},
+		b, err := client.Open(ctx, name, &bankpb.Open{Initial: initial},
 			actors.WithRequestID(fmt.Sprintf("open:%s:%d", name, initial)))
 		if err != nil {
 			return fmt.Errorf("open %s: %w", name, err)
@@ -78,9 +79,10 @@ func Open(ctx context.Context, inv actors.Invoker, accounts int, initial int64, 
 func Balances(ctx context.Context, inv actors.Invoker, accounts, workers int) (map[string]int64, error) {
 	var mu sync.Mutex
 	out := make(map[string]int64, accounts)
+	client := bankpb.NewAccountServiceClient(inv)
 	err := parallel(ctx, accounts, workers, func(i int) error {
 		name := history.AccountName(i)
-		b, err := actors.Call[*bankpb.Balance](ctx, inv, ledger.AccountRef(name), &bankpb.GetBalance{})
+		b, err := client.GetBalance(ctx, name, &bankpb.GetBalance{})
 		if err != nil {
 			return fmt.Errorf("balance of %s: %w", name, err)
 		}

@@ -320,7 +320,7 @@ func Read(ctx context.Context, inv actors.Invoker, account string, timeout time.
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	op.Call = time.Now().UnixNano()
-	b, err := actors.Call[*bankpb.Balance](tctx, inv, ledger.AccountRef(account), &bankpb.GetBalance{})
+	b, err := bankpb.NewAccountServiceClient(inv).GetBalance(tctx, account, &bankpb.GetBalance{})
 	op.Ret = time.Now().UnixNano()
 	if err != nil {
 		op.Outcome, op.Error = history.Unknown, err.Error()

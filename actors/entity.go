@@ -964,10 +964,18 @@ func (e *entity) handleRetry(m *retryOut) {
 	if m.gen != e.gen {
 		return
 	}
-	if out, ok := e.outs[m.id]; ok && out.timer != nil {
-		out.timer = nil
-		e.attempt(out)
+	out, ok := e.outs[m.id]
+	if !ok || out.timer == nil {
+		return
 	}
+	out.timer = nil
+	if e.hookRan && out.attempts > 0 {
+		// OnPassivate ran: retries stop (first attempts of the hook's own
+		// messages still leave).
+		e.forgetOut(out)
+		return
+	}
+	e.attempt(out)
 }
 
 // attempt sends a copy of out's envelope with a fresh deadline; the
@@ -989,12 +997,15 @@ func (e *entity) attempt(out *outMsg) {
 		done(errReply(out.env, out.err)) // delivered as a later message, never re-entrantly
 		return
 	}
-	env := &ordopb.Envelope{
-		Target:           out.env.Target,
-		RequestId:        out.env.RequestId,
-		Payload:          out.env.Payload,
-		Metadata:         out.env.Metadata,
-		DeadlineUnixNano: now.Add(e.h.cfg.RequestTimeout).UnixNano(),
+	deadline := now.Add(e.h.cfg.RequestTimeout).UnixNano()
+	env := out.env
+	if out.attempts == 1 {
+		env.DeadlineUnixNano = deadline
+	} else {
+		// A copy: an earlier attempt's envelope may still be read (a
+		// router abandons a slow attempt without waiting for it).
+		env = &ordopb.Envelope{Target: env.Target, RequestId: env.RequestId, Payload: env.Payload,
+			Metadata: env.Metadata, DeadlineUnixNano: deadline}
 	}
 	if out.msg != nil {
 		msg := out.msg
@@ -1055,10 +1066,7 @@ func (e *entity) handleCont(m *contDone) {
 			return
 		}
 	}
-	delete(e.outs, m.id)
-	if len(e.outs) == 0 {
-		e.outs = nil // an idle entity keeps no map
-	}
+	e.forgetOut(out)
 	if out.cont == nil || !e.loaded || e.hookRan {
 		return // restarted meanwhile, or stopping: durable state carries the work
 	}
@@ -1074,6 +1082,14 @@ func (e *entity) handleCont(m *contDone) {
 		return
 	}
 	e.commit(false)
+}
+
+// forgetOut forgets an outgoing message that reached its final outcome.
+func (e *entity) forgetOut(out *outMsg) {
+	delete(e.outs, out.id)
+	if len(e.outs) == 0 {
+		e.outs = nil // an idle entity keeps no map
+	}
 }
 
 // dropOuts forgets every outgoing message (the entity stops or restarts):

@@ -52,6 +52,8 @@ func Envelope(ref Ref, msg proto.Message, requestID string) (*ordopb.Envelope, e
 
 // Call sends msg to the entity ref through inv and decodes the reply as R.
 // Errors match the sentinels of this package (ErrNotHere, ErrHandler, ...).
+// The envelope carries ctx's deadline and metadata (WithMetadata): the
+// handler sees both in its Context.
 func Call[R proto.Message](ctx context.Context, inv Invoker, ref Ref, msg proto.Message, opts ...CallOption) (R, error) {
 	var zero R
 	o := callOptions{}
@@ -64,6 +66,12 @@ func Call[R proto.Message](ctx context.Context, inv Invoker, ref Ref, msg proto.
 	env, err := Envelope(ref, msg, o.requestID)
 	if err != nil {
 		return zero, err
+	}
+	if md := metadataOf(ctx); len(md) > 0 {
+		if err := validateMetadata(md); err != nil {
+			return zero, &Error{Code: ordopb.Code_CODE_BAD_REQUEST, Message: err.Error()}
+		}
+		env.Metadata = md // never changed in place (WithMetadata copies)
 	}
 	rep, err := inv.Invoke(ctx, env)
 	if err != nil {

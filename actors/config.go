@@ -51,8 +51,13 @@ type HostConfig struct {
 	BatchMaxInFlight int
 	// StoreTimeout bounds each store call. Default 10s.
 	StoreTimeout time.Duration
-	// RequestTimeout bounds entity-to-entity requests (Request). Default 30s.
+	// RequestTimeout bounds each attempt of an entity-to-entity message
+	// (Request, Send): it is the attempt's deadline. Default 30s.
 	RequestTimeout time.Duration
+	// Retry is how entity-to-entity messages are retried (see
+	// RetryPolicy); WithRetry overrides it per message. Default
+	// DefaultRetryPolicy().
+	Retry RetryPolicy
 	// Router delivers entity-to-entity messages; nil routes within this host.
 	Router Router
 	// LeaseValid reports whether the node's placement lease is still valid;
@@ -83,6 +88,7 @@ func DefaultHostConfig() HostConfig {
 		BatchMaxInFlight: 1,
 		StoreTimeout:     10 * time.Second,
 		RequestTimeout:   30 * time.Second,
+		Retry:            DefaultRetryPolicy(),
 	}
 }
 
@@ -119,6 +125,9 @@ func (c HostConfig) Validate() error {
 		return errors.New("actors: StoreTimeout must be positive")
 	case c.RequestTimeout <= 0:
 		return errors.New("actors: RequestTimeout must be positive")
+	}
+	if err := c.Retry.Validate(); err != nil {
+		return fmt.Errorf("actors: Retry: %w", err)
 	}
 	return nil
 }

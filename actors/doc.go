@@ -6,8 +6,11 @@
 //
 // A Kind declares an entity type: its protobuf state and its handlers, one
 // per request message type (On for handlers that may change state, OnRead
-// for handlers that only read it). A Host runs the entities of the shards
-// it is told it owns, each at a fencing epoch:
+// for handlers that only read it), and optional hooks (OnActivate,
+// OnPassivate). A handler returns a reply or an error; a nil reply with a
+// nil error is a programming error, answered with ErrInternal and rolled
+// back like a panic. A Host runs the entities of the shards it is told it
+// owns, each at a fencing epoch:
 //
 //   - Activation. The first message to an entity activates it: the host
 //     fences the shard in the store (once per shard and epoch), loads the
@@ -39,7 +42,10 @@
 //
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
-//     the least recently used are passivated first.
+//     the least recently used are passivated first. An OnPassivate hook
+//     runs first, on passivation and on a graceful release of the shard,
+//     and its writes are durable before the entity stops; it does not run
+//     when the shard is dropped or lost (the entity may no longer write).
 //
 //   - Deferred replies. A write handler may Defer its reply under a key; a
 //     later handler, hook or continuation Resolves the key. The answer is
@@ -53,7 +59,24 @@
 // those to an entity of the sender's own shard (co-located, see
 // Colocated): they are handed over in memory at once, and the receiver's
 // write is never durable before the sender's (the batcher puts both in
-// one Save, or the receiver's in a later one).
+// one Save, or the receiver's in a later one). An attempt that fails with
+// a retryable error is retried with the same request ID, with exponential
+// backoff and jitter, as a RetryPolicy allows (HostConfig.Retry, or
+// WithRetry per call); a continuation sees only the final outcome. The
+// backoff is kept per target and request ID, so a continuation that
+// resends a failed request waits for it too: no resend loop is a busy
+// loop.
+//
+// Contexts and metadata. A handler's Context is a context.Context: its
+// deadline is the caller's (the envelope's), it ends when the entity stops
+// or the handler returns, and it carries the caller's metadata
+// (WithMetadata, MetadataFrom), key/value pairs such as a W3C traceparent
+// that Call puts in the envelope and the handler's own Send and Request
+// carry on. Hooks have neither deadline nor metadata; a continuation has
+// the metadata of the run that made its Request. A handler may block on
+// I/O bounded by its context, but never waits for another entity (its
+// entity handles nothing else meanwhile); a handler that returns its
+// context's error gives no answer, and is rolled back.
 //
 // Errors cross the wire as codes (see Error) and keep their identity:
 // errors.Is(err, ErrNotHere) holds on the far side of a network.

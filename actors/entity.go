@@ -37,6 +37,8 @@ type (
 	}
 	// releaseWaiters fails every deferred request (the shard is handed off).
 	releaseWaiters struct{}
+	// retryOut makes the next attempt of an outgoing message.
+	retryOut struct{ gen, id uint64 }
 )
 
 var (
@@ -75,11 +77,22 @@ type entity struct {
 	dirty     bool // the dedup window changed since the last write
 	after     []writeDep
 
-	held     []held // replies and messages waiting for durability, in order
-	outbox   []*outMsg
-	conts    map[uint64]func(*anypb.Any, error)
-	nextCont uint64
-	drain    *drainReq
+	held   []held // replies and messages waiting for durability, in order
+	outbox []*outMsg
+	// outs are the released messages not yet answered (or waiting to be
+	// retried), by ID; the entity does not passivate while it has any.
+	outs    map[uint64]*outMsg
+	nextOut uint64
+	// backoff is the retry state of recently failed messages, by target
+	// and request ID: a message sent again waits as its retry would have.
+	backoff map[backoffKey]*backoffState
+	drain   *drainReq
+	// passivating: the entity is passivating (the host parks its calls)
+	// and stops once its writes are durable.
+	passivating bool
+	// hookRan: OnPassivate ran; nothing else runs in this activation.
+	hookRan  bool
+	stopping bool // Stop was requested
 
 	// Deferred replies: requests whose handler called Defer, by key and by
 	// request ID, and the resolutions a handler or continuation made.
@@ -113,11 +126,44 @@ type held struct {
 	out *outMsg
 }
 
+// outMsg is one outgoing message (Send or Request) from the run that made
+// it until its final outcome.
 type outMsg struct {
-	env    *ordopb.Envelope
-	msg    proto.Message // the payload, unencoded, for a co-located target
-	contID uint64        // 0: no continuation
+	// env holds the target, request ID, payload and metadata; every
+	// attempt sends a copy with its own deadline.
+	env *ordopb.Envelope
+	to  Ref
+	msg proto.Message // the payload, unencoded, for a co-located target
+	// err: the message could not be built; its continuation gets err and
+	// nothing is sent.
+	err  *Error
+	cont func(*anypb.Any, error) // nil for Send
+	// policy is the message's retry policy.
+	policy RetryPolicy
+
+	id       uint64 // key in entity.outs, once released
+	dep      uint64 // the sender's write the message was released behind
+	attempts int
+	first    time.Time   // start of the first attempt
+	timer    *time.Timer // the wait before the next attempt, if any
 }
+
+// backoffKey names the messages that are one request: a target and a
+// request ID.
+type backoffKey struct {
+	to Ref
+	id string
+}
+
+// backoffState is the retry state of one request that failed recently.
+type backoffState struct {
+	failures int       // failed attempts so far
+	next     time.Time // no attempt before
+	keep     time.Time // forgotten after
+}
+
+// maxBackoffEntries bounds entity.backoff.
+const maxBackoffEntries = 1024
 
 // Receive implements actor.Actor.
 func (e *entity) Receive(ctx actor.Context) {
@@ -126,9 +172,8 @@ func (e *entity) Receive(ctx actor.Context) {
 			e.h.log.Error("entity crashed", "entity", e.ref, "panic", r, "stack", string(debug.Stack()))
 			e.failHeld(errf(ordopb.Code_CODE_INTERNAL, "entity %s crashed", e.ref))
 			e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "entity %s crashed", e.ref))
-			e.h.mu.Lock()
-			e.h.removeLocked(e.en)
-			e.h.mu.Unlock()
+			e.h.retire(e.en, false)
+			e.stopping = true
 			ctx.Stop(ctx.Self())
 		}
 	}()
@@ -143,17 +188,26 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.handleWriteDone(m)
 	case *contDone:
 		e.handleCont(m)
+	case *retryOut:
+		e.handleRetry(m)
 	case *passivateReq:
+		if e.passivating {
+			return
+		}
 		if !e.quiescent() {
 			e.h.keep(e.en)
 			return
 		}
-		if e.h.tryRemove(e.en) {
-			ctx.Stop(ctx.Self())
+		if !e.h.beginPassivate(e.en) {
+			return
 		}
+		e.passivating = true
+		e.farewell()
+		e.maybeStop()
 	case *drainReq:
 		e.drain = m
-		e.maybeDrained(ctx)
+		e.farewell()
+		e.maybeStop()
 	case *waitExpired:
 		if m.gen == e.gen && e.waitIdx[m.w.id] == m.w {
 			e.unwait(m.w)
@@ -164,20 +218,60 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
-		e.conts = nil
+		e.dropOuts()
 	case *actor.Stopped:
 		close(e.en.stopped)
 	}
 }
 
 func (e *entity) quiescent() bool {
-	return e.seq == e.durable && len(e.held) == 0 && len(e.conts) == 0 && len(e.waitIdx) == 0
+	return e.seq == e.durable && len(e.held) == 0 && len(e.outs) == 0 && len(e.waitIdx) == 0
 }
 
-func (e *entity) maybeDrained(ctx actor.Context) {
-	if e.drain != nil && e.seq == e.durable && len(e.held) == 0 {
-		ctx.Stop(ctx.Self())
+// maybeStop stops a passivating or draining entity once its writes are
+// durable and its replies and messages have left.
+func (e *entity) maybeStop() {
+	if e.stopping || e.seq != e.durable || len(e.held) != 0 {
+		return
 	}
+	switch {
+	case e.passivating:
+		e.h.retire(e.en, true)
+	case e.drain != nil:
+	default:
+		return
+	}
+	e.stopping = true
+	e.h.system.Root.Stop(e.self)
+}
+
+// farewell runs the OnPassivate hook, once per activation, and writes
+// what it changed.
+func (e *entity) farewell() {
+	if !e.loaded || e.hookRan {
+		return
+	}
+	e.begin()
+	ran, panicked := e.runPassivate()
+	if !ran {
+		return
+	}
+	e.hookRan = true
+	if panicked != nil {
+		e.h.log.Error("OnPassivate hook panicked", "entity", e.ref, "panic", panicked)
+		e.rollback()
+		return
+	}
+	e.commit(false)
+}
+
+func (e *entity) runPassivate() (ran bool, panicked any) {
+	defer func() {
+		if r := recover(); r != nil {
+			ran, panicked = true, r
+		}
+	}()
+	return e.beh.passivate(), nil
 }
 
 func (e *entity) handleInvoke(c *call) {
@@ -193,6 +287,11 @@ func (e *entity) handleInvoke(c *call) {
 	}
 	if d := env.GetDeadlineUnixNano(); d != 0 && timeNow().UnixNano() > d {
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was processed", e.ref)))
+		return
+	}
+	if e.hookRan {
+		// Not expected: calls are parked or refused once the hook ran.
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "entity %s is stopping", e.ref)))
 		return
 	}
 	if !e.loaded {
@@ -245,10 +344,25 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
-	out, panicked, herr := e.runHandler(id, msg)
+	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: env.GetDeadlineUnixNano(), md: env.GetMetadata()}, msg)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
+		return
+	}
+	if herr == nil && e.deferKey == "" && nilMessage(out) {
+		// A programming error, like a panic: nothing of the run is kept or
+		// recorded, so a retry (after a fix) runs the handler again.
+		e.rollback()
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL,
+			"handler of %s for %s returned a nil reply and a nil error (return a reply or an error, or call Defer)", name, e.ref)))
+		return
+	}
+	if code, ok := contextErrorCode(herr); ok {
+		// The run's context ended (or a context the handler derived from
+		// it): no answer, nothing kept or recorded; a retry runs again.
+		e.rollback()
+		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.ref, herr)))
 		return
 	}
 	if !write {
@@ -296,6 +410,30 @@ func (e *entity) handleInvoke(c *call) {
 		return
 	}
 	e.hold(e.seq, c, rep, nil)
+}
+
+// contextErrorCode reports whether a handler's error is a context's
+// (not an *Error), and the code it is answered with.
+func contextErrorCode(err error) (ordopb.Code, bool) {
+	if err == nil {
+		return 0, false // before ae, which escapes: no allocation per run
+	}
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+		return 0, false
+	case errors.Is(err, context.DeadlineExceeded):
+		return ordopb.Code_CODE_DEADLINE, true
+	case errors.Is(err, context.Canceled):
+		return ordopb.Code_CODE_UNAVAILABLE, true
+	}
+	return 0, false
+}
+
+// nilMessage reports whether a handler's reply is missing: nil, or a
+// typed nil pointer.
+func nilMessage(m proto.Message) bool {
+	return m == nil || !m.ProtoReflect().IsValid()
 }
 
 // sameHash reports whether two payload hashes may be of the same request
@@ -444,13 +582,13 @@ func (e *entity) failWaiting(err *Error) {
 }
 
 // runHandler runs the handler, catching a panic.
-func (e *entity) runHandler(id string, msg proto.Message) (out proto.Message, panicked any, err error) {
+func (e *entity) runHandler(in runIn, msg proto.Message) (out proto.Message, panicked any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = r
 		}
 	}()
-	out, err = e.beh.run(id, msg)
+	out, err = e.beh.run(in, msg)
 	return out, nil, err
 }
 
@@ -617,7 +755,7 @@ func (e *entity) release() {
 		if hd.c != nil {
 			e.h.finish(hd.c, hd.rep)
 		} else {
-			e.send(hd.out)
+			e.dispatch(hd.out)
 		}
 	}
 	rest := copy(e.held, e.held[n:])
@@ -648,9 +786,7 @@ func (e *entity) handleWriteDone(m *writeDone) {
 			e.durable = m.seq
 		}
 		e.release()
-		if e.drain != nil && e.seq == e.durable && len(e.held) == 0 {
-			e.h.system.Root.Stop(e.self)
-		}
+		e.maybeStop()
 	case errors.Is(m.err, errWriteCanceled), errors.Is(m.err, ErrClosed):
 		// Withdrawn because the shard is being dropped or the host stops.
 	default:
@@ -677,7 +813,7 @@ func (e *entity) restart(cause error) {
 	e.h.batcher.cancelEntity(e.ref, e.epoch)
 	e.failHeld(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
 	e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
-	e.conts = nil
+	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 	e.dirty, e.after = false, nil
@@ -742,41 +878,40 @@ func (e *entity) activate() error {
 	return nil
 }
 
-// outgoing is called by Context.Send/Request during a handler. A message
-// to an entity of the entity's own shard (co-located, or by chance) is not
-// encoded: it is handed over in memory.
-func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error)) {
-	out := &outMsg{env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID}}
-	var err error
-	if ShardOf(ref, e.h.cfg.Shards) == e.shard.id {
-		out.msg = msg
-		if msg == nil {
-			err = errors.New("nil message")
-		} else if verr := ref.Validate(); verr != nil {
-			err = verr
-		}
-	} else {
-		var any *anypb.Any
-		if any, err = anypb.New(msg); err == nil {
-			out.env.Payload = any
+// outgoing is called by Context.Send/Request during a run. A message to
+// an entity of the entity's own shard (co-located, or by chance) is not
+// encoded: it is handed over in memory. The message joins the run's
+// outbox, which a failed run discards.
+func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error),
+	runMD map[string]string, opts []RequestOption) {
+	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
+	out := &outMsg{
+		env:  &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md},
+		to:   ref,
+		cont: cont, policy: policy,
+	}
+	if err == nil {
+		if ShardOf(ref, e.h.cfg.Shards) == e.shard.id {
+			out.msg = msg
+			if msg == nil {
+				err = errors.New("nil message")
+			} else if verr := ref.Validate(); verr != nil {
+				err = verr
+			}
+		} else {
+			// Deterministic, as Envelope: a resend from a later activation
+			// must hash like the first send for the receiver's dedup.
+			out.env.Payload = new(anypb.Any)
+			err = anypb.MarshalFrom(out.env.Payload, msg, deterministic)
 		}
 	}
-	if cont != nil {
-		if e.conts == nil {
-			e.conts = make(map[uint64]func(*anypb.Any, error))
-		}
-		e.nextCont++
-		out.contID = e.nextCont
-		e.conts[out.contID] = cont
-		if err != nil {
-			cerr := errf(ordopb.Code_CODE_BAD_REQUEST, "encoding message to %s: %v", ref, err)
-			// Deliver the error as a later message, never re-entrantly.
-			e.h.system.Root.Send(e.self, &contDone{gen: e.gen, id: out.contID, rep: errReply(out.env, cerr)})
+	if err != nil {
+		if cont == nil {
+			e.h.log.Error("dropping a message that cannot be sent", "from", e.ref, "to", ref, "err", err)
 			return
 		}
-	} else if err != nil {
-		e.h.log.Error("dropping unencodable message", "from", e.ref, "to", ref, "err", err)
-		return
+		out.msg, out.env.Payload = nil, nil
+		out.err = errf(ordopb.Code_CODE_BAD_REQUEST, "message to %s: %v", ref, err)
 	}
 	e.outbox = append(e.outbox, out)
 }
@@ -784,15 +919,19 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 // flushOutbox releases the run's messages behind write dep. A message to a
 // co-located entity leaves at once, carrying the dependency instead: the
 // receiver's write then never becomes durable before this one (same Save
-// or a later one), so the two can share a Save.
+// or a later one), so the two can share a Save. A message that could not
+// be built is answered at once (its continuation gets the error).
 func (e *entity) flushOutbox(dep uint64) {
 	for _, out := range e.outbox {
-		if out.msg != nil {
-			var after *writeDep
-			if dep > e.durable {
-				after = &writeDep{en: e.en, seq: dep}
-			}
-			e.sendLocal(out, after)
+		out.dep = dep
+		e.nextOut++
+		out.id = e.nextOut
+		if e.outs == nil {
+			e.outs = make(map[uint64]*outMsg)
+		}
+		e.outs[out.id] = out
+		if out.msg != nil || out.err != nil {
+			e.dispatch(out)
 			continue
 		}
 		e.held = append(e.held, held{dep: dep, out: out})
@@ -801,36 +940,93 @@ func (e *entity) flushOutbox(dep uint64) {
 	e.release()
 }
 
-// sendLocal hands a co-located message to the host, unencoded.
-func (e *entity) sendLocal(out *outMsg, after *writeDep) {
-	out.env.DeadlineUnixNano = timeNow().Add(e.h.cfg.RequestTimeout).UnixNano()
-	gen, id, pid, root := e.gen, out.contID, e.self, e.h.system.Root
-	e.h.submitLocal(out.env, out.msg, after, func(rep *ordopb.Reply) {
-		if id != 0 {
-			root.Send(pid, &contDone{gen: gen, id: id, rep: rep})
-		}
-	})
+// dispatch makes the first attempt of a released message, after the
+// backoff its request reached if it failed recently (a resend).
+func (e *entity) dispatch(out *outMsg) {
+	if wait := e.backoffWait(backoffKey{out.to, out.env.GetRequestId()}, timeNow()); wait > 0 {
+		e.schedule(out, wait)
+		return
+	}
+	e.attempt(out)
 }
 
-// send routes a released message. It runs under the ownership of the
-// entity's shard: once that ends, or while the node's lease is not valid,
-// the router neither sends nor resends it (SenderCurrent). A stale owner's
-// retry could otherwise land after the shard's new owner re-sent the same
-// message, had it answered and moved on (a saga forgetting a finished
-// transfer), and be applied again.
-func (e *entity) send(out *outMsg) {
+// schedule makes the next attempt of out after wait.
+func (e *entity) schedule(out *outMsg, wait time.Duration) {
+	if wait <= 0 {
+		e.attempt(out)
+		return
+	}
+	gen, id, pid, root := e.gen, out.id, e.self, e.h.system.Root
+	out.timer = time.AfterFunc(wait, func() { root.Send(pid, &retryOut{gen: gen, id: id}) })
+}
+
+func (e *entity) handleRetry(m *retryOut) {
+	if m.gen != e.gen {
+		return
+	}
+	out, ok := e.outs[m.id]
+	if !ok || out.timer == nil {
+		return
+	}
+	out.timer = nil
+	if e.hookRan && out.attempts > 0 {
+		// OnPassivate ran: retries stop (first attempts of the hook's own
+		// messages still leave).
+		e.forgetOut(out)
+		return
+	}
+	e.attempt(out)
+}
+
+// attempt sends a copy of out's envelope with a fresh deadline; the
+// outcome comes back as a contDone. A routed message runs under the
+// ownership of the entity's shard: once that ends, or while the node's
+// lease is not valid, the router neither sends nor resends it
+// (SenderCurrent). A stale owner's retry could otherwise land after the
+// shard's new owner re-sent the same message, had it answered and moved
+// on (a saga forgetting a finished transfer), and be applied again.
+func (e *entity) attempt(out *outMsg) {
+	now := timeNow()
+	out.attempts++
+	if out.first.IsZero() {
+		out.first = now
+	}
+	gen, id, pid, root := e.gen, out.id, e.self, e.h.system.Root
+	done := func(rep *ordopb.Reply) { root.Send(pid, &contDone{gen: gen, id: id, rep: rep}) }
+	if out.err != nil {
+		done(errReply(out.env, out.err)) // delivered as a later message, never re-entrantly
+		return
+	}
+	deadline := now.Add(e.h.cfg.RequestTimeout).UnixNano()
+	env := out.env
+	if out.attempts == 1 {
+		env.DeadlineUnixNano = deadline
+	} else {
+		// A copy: an earlier attempt's envelope may still be read (a
+		// router abandons a slow attempt without waiting for it).
+		env = &ordopb.Envelope{Target: env.Target, RequestId: env.RequestId, Payload: env.Payload,
+			Metadata: env.Metadata, DeadlineUnixNano: deadline}
+	}
+	if out.msg != nil {
+		msg := out.msg
+		if out.attempts > 1 {
+			msg = proto.Clone(msg) // the receiver of an earlier attempt had it
+		}
+		var after *writeDep
+		if out.dep > e.durable {
+			after = &writeDep{en: e.en, seq: out.dep}
+		}
+		e.h.submitLocal(env, msg, after, done)
+		return
+	}
 	sh, h := e.shard, e.h
 	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.RequestTimeout)
 	ctx = context.WithValue(ctx, senderKey{}, func() bool {
 		return sh.ctx.Err() == nil && (h.cfg.LeaseValid == nil || h.cfg.LeaseValid())
 	})
-	out.env.DeadlineUnixNano = timeNow().Add(e.h.cfg.RequestTimeout).UnixNano()
-	gen, id, pid, root := e.gen, out.contID, e.self, e.h.system.Root
-	e.h.router.Route(ctx, out.env, func(rep *ordopb.Reply) {
+	h.router.Route(ctx, env, func(rep *ordopb.Reply) {
 		cancel()
-		if id != 0 {
-			root.Send(pid, &contDone{gen: gen, id: id, rep: rep})
-		}
+		done(rep)
 	})
 }
 
@@ -846,23 +1042,39 @@ func SenderCurrent(ctx context.Context) bool {
 	return !ok || f()
 }
 
+// handleCont takes the outcome of an attempt: it retries a retryable
+// failure as the message's policy allows, and otherwise hands the final
+// outcome to the continuation, if any.
 func (e *entity) handleCont(m *contDone) {
 	if m.gen != e.gen {
 		return
 	}
-	cont, ok := e.conts[m.id]
+	out, ok := e.outs[m.id]
 	if !ok {
 		return
 	}
-	delete(e.conts, m.id)
-	if !e.loaded {
-		return // restarted meanwhile; durable state carries the work
+	err := ErrorFromProto(m.rep.GetError())
+	key := backoffKey{out.to, out.env.GetRequestId()}
+	if err == nil {
+		e.forgetBackoff(key)
+	} else {
+		now := timeNow()
+		wait := e.failed(key, out.policy, now)
+		if out.err == nil && retryableAttempt(err) && e.shard.ctx.Err() == nil && !e.hookRan &&
+			out.policy.allows(out.attempts, out.first, wait, now) {
+			e.schedule(out, wait)
+			return
+		}
+	}
+	e.forgetOut(out)
+	if out.cont == nil || !e.loaded || e.hookRan {
+		return // restarted meanwhile, or stopping: durable state carries the work
 	}
 	e.begin()
 	var panicked any
 	func() {
 		defer func() { panicked = recover() }()
-		cont(m.rep.GetPayload(), ErrorFromProto(m.rep.GetError()))
+		out.cont(m.rep.GetPayload(), err)
 	}()
 	if panicked != nil {
 		e.h.log.Error("continuation panicked", "entity", e.ref, "panic", panicked)
@@ -870,4 +1082,84 @@ func (e *entity) handleCont(m *contDone) {
 		return
 	}
 	e.commit(false)
+}
+
+// forgetOut forgets an outgoing message that reached its final outcome.
+func (e *entity) forgetOut(out *outMsg) {
+	delete(e.outs, out.id)
+	if len(e.outs) == 0 {
+		e.outs = nil // an idle entity keeps no map
+	}
+}
+
+// dropOuts forgets every outgoing message (the entity stops or restarts):
+// no further attempt is made and no continuation runs.
+func (e *entity) dropOuts() {
+	for _, out := range e.outs {
+		if out.timer != nil {
+			out.timer.Stop()
+		}
+	}
+	e.outs = nil
+}
+
+// failed records a failed attempt of the request key and returns how long
+// to wait before its next attempt.
+func (e *entity) failed(key backoffKey, p RetryPolicy, now time.Time) time.Duration {
+	st := e.backoff[key]
+	if st == nil || now.After(st.keep) {
+		if e.backoff == nil {
+			e.backoff = make(map[backoffKey]*backoffState)
+		}
+		if len(e.backoff) >= maxBackoffEntries {
+			e.pruneBackoff(now)
+		}
+		st = &backoffState{}
+		e.backoff[key] = st
+	}
+	st.failures++
+	wait := p.backoff(st.failures)
+	st.next = now.Add(wait)
+	st.keep = st.next.Add(p.Max)
+	return wait
+}
+
+// backoffWait returns how long a new message of the request key must wait
+// for the backoff its earlier attempts reached.
+func (e *entity) backoffWait(key backoffKey, now time.Time) time.Duration {
+	st := e.backoff[key]
+	if st == nil {
+		return 0
+	}
+	if now.After(st.keep) {
+		e.forgetBackoff(key)
+		return 0
+	}
+	return st.next.Sub(now)
+}
+
+func (e *entity) forgetBackoff(key backoffKey) {
+	if e.backoff == nil {
+		return
+	}
+	delete(e.backoff, key)
+	if len(e.backoff) == 0 {
+		e.backoff = nil
+	}
+}
+
+// pruneBackoff makes room in a full backoff map: expired entries first,
+// then any.
+func (e *entity) pruneBackoff(now time.Time) {
+	for k, st := range e.backoff {
+		if now.After(st.keep) {
+			delete(e.backoff, k)
+		}
+	}
+	for k := range e.backoff {
+		if len(e.backoff) < maxBackoffEntries {
+			break
+		}
+		delete(e.backoff, k)
+	}
 }

@@ -74,8 +74,24 @@ func (e *Error) Is(target error) bool {
 	return target == sentinelOf(e.Code)
 }
 
-// Retryable reports whether a call that failed with err may be retried with
-// the same request ID (elsewhere or later) and still be applied at most once.
+// Retryable reports whether a call that failed with err may succeed if it
+// is made again, later or at another node, with the same request ID (which
+// keeps it applied at most once). Per code:
+//
+//	code          Retryable  why
+//	NOT_HERE      yes        the shard is owned elsewhere, moving, or not yet owned
+//	FENCED        yes        a newer owner took the shard; retry reaches it
+//	UNAVAILABLE   yes        overload, a failed write, lease not valid, host closed
+//	DEADLINE      no         the caller's deadline passed; the outcome is unknown
+//	HANDLER       no         the handler's answer, recorded: a retry gets it again
+//	BAD_REQUEST   no         the request is malformed; it never succeeds
+//	UNKNOWN_KIND  no         the kind is not registered; it never succeeds
+//	INTERNAL      no         a bug on the serving side
+//
+// ErrDeadline is not Retryable for the caller whose deadline it was, yet
+// its outcome is unknown, so a new call with a new deadline must reuse the
+// request ID. An entity's outgoing messages do exactly that: each attempt
+// has its own deadline, and RetryPolicy retries ErrDeadline too.
 func Retryable(err error) bool {
 	return errors.Is(err, ErrNotHere) || errors.Is(err, ErrFenced) || errors.Is(err, ErrUnavailable)
 }

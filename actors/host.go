@@ -48,6 +48,9 @@ type Host struct {
 	lru     *list.List // of *entry, most recently used first
 	active  int
 	evicts  int // entries asked to passivate and not yet gone
+	// parked holds the calls that arrived for a passivating entity
+	// (entry.closing), for its next activation.
+	parked map[*entry][]*call
 
 	activations  atomic.Uint64
 	passivations atomic.Uint64
@@ -68,11 +71,11 @@ type Host struct {
 type shardState struct {
 	id    uint32
 	epoch int64
-	// ctx ends when the ownership does (dropState): the entities' outgoing
-	// calls run under it, so none is sent or resent by an ownership that
-	// is over.
+	// ctx ends when the ownership does (dropState), with the reason as its
+	// cause: the entities' outgoing calls and their runs' contexts derive
+	// from it, so none is sent or resent by an ownership that is over.
 	ctx      context.Context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	draining bool
 	dropped  bool
 	calls    map[*call]struct{}
@@ -91,7 +94,11 @@ type entry struct {
 	elem   *list.Element
 	queued atomic.Int64 // invocations sent to the actor and not yet taken
 	evict  bool         // asked to passivate (guarded by Host.mu)
-	used   int64        // last call admitted, Unix nanoseconds (guarded by Host.mu)
+	// closing: the entity is passivating; calls for it wait in
+	// Host.parked and go to its next activation once it stopped (guarded
+	// by Host.mu).
+	closing bool
+	used    int64 // last call admitted, Unix nanoseconds (guarded by Host.mu)
 	// stopped is closed when the actor has stopped, whatever the reason.
 	stopped chan struct{}
 	gone    bool // removed from the host's maps (guarded by Host.mu)
@@ -268,7 +275,7 @@ func (h *Host) Own(shard uint32, epoch int64) error {
 		calls:    make(map[*call]struct{}),
 		entities: make(map[Ref]*entry),
 	}
-	sh.ctx, sh.cancel = context.WithCancel(h.ctx)
+	sh.ctx, sh.cancel = context.WithCancelCause(h.ctx)
 	h.shards[shard] = sh
 	h.bg.Add(1)
 	h.mu.Unlock()
@@ -386,7 +393,7 @@ func (h *Host) dropState(sh *shardState, reason error) {
 		return
 	}
 	sh.dropped = true
-	sh.cancel()
+	sh.cancel(reason)
 	if h.shards[sh.id] == sh {
 		delete(h.shards, sh.id)
 	}
@@ -421,6 +428,7 @@ func (h *Host) removeLocked(en *entry) {
 	if en.gone {
 		return
 	}
+	delete(h.parked, en) // a dropped shard answers them (dropState)
 	en.gone = true
 	delete(en.shard.entities, en.ref)
 	h.lru.Remove(en.elem)
@@ -462,6 +470,10 @@ func (h *Host) admit(c *call) {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "request ID must be 1 to %d bytes", maxRequestIDLen)))
 		return
 	}
+	if err := validateMetadata(env.GetMetadata()); err != nil {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "%v", err)))
+		return
+	}
 	shard := ShardOf(ref, h.cfg.Shards)
 
 	h.mu.Lock()
@@ -479,6 +491,14 @@ func (h *Host) admit(c *call) {
 	c.shard = sh
 	sh.calls[c] = struct{}{}
 	en := sh.entities[ref]
+	if en != nil && en.closing {
+		if h.parked == nil {
+			h.parked = make(map[*entry][]*call)
+		}
+		h.parked[en] = append(h.parked[en], c) // for its next activation
+		h.mu.Unlock()
+		return
+	}
 	if en == nil {
 		en = h.spawnLocked(ref, kind, sh)
 	} else {
@@ -574,9 +594,10 @@ func (h *Host) sweepLoop() {
 	}
 }
 
-// tryRemove is called by a quiescent entity that wants to stop. It succeeds
-// (and the entity must stop) only if no invocation is on its way to it.
-func (h *Host) tryRemove(en *entry) bool {
+// beginPassivate is called by a quiescent entity asked to passivate. It
+// succeeds only if no invocation is on its way to the entity; from then
+// on, calls for it are parked until it stopped (retire).
+func (h *Host) beginPassivate(en *entry) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if en.gone {
@@ -589,9 +610,36 @@ func (h *Host) tryRemove(en *entry) bool {
 		}
 		return false
 	}
-	h.removeLocked(en)
-	h.passivations.Add(1)
+	en.closing = true
 	return true
+}
+
+// retire forgets an entity that is stopping (passivated: its writes are
+// durable; or crashed) and hands the calls parked meanwhile to a new
+// activation. An entity already removed (its shard was dropped) is left
+// alone: dropState answered its parked calls.
+func (h *Host) retire(en *entry, passivated bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if en.gone {
+		return
+	}
+	parked := h.parked[en]
+	h.removeLocked(en)
+	if passivated {
+		h.passivations.Add(1)
+	}
+	if len(parked) == 0 {
+		return
+	}
+	next := h.spawnLocked(en.ref, h.kinds[en.ref.Kind], en.shard)
+	for _, c := range parked {
+		next.queued.Add(1)
+		h.system.Root.Send(next.pid, &invoke{c: c})
+	}
+	if h.active-h.evicts > h.cfg.MaxActive {
+		h.evictLocked()
+	}
 }
 
 // finish delivers c's reply once. A reply that may reveal state (success or
@@ -652,10 +700,14 @@ func (h *Host) shardLost(sh *shardState, err error) {
 }
 
 // Invoke submits env and waits for its reply or the end of ctx. ctx's
-// deadline becomes the envelope's deadline when it has none.
+// deadline becomes the envelope's deadline when it has none, and ctx's
+// metadata (WithMetadata) its metadata when it has none.
 func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
+	}
+	if md := metadataOf(ctx); len(md) > 0 && len(env.GetMetadata()) == 0 {
+		env.Metadata = md
 	}
 	ch := make(chan *ordopb.Reply, 1)
 	h.Submit(env, func(r *ordopb.Reply) { ch <- r })

@@ -25,13 +25,15 @@ var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
 // KindOf is a Kind whose state is the protobuf message S.
 type KindOf[S proto.Message] struct {
-	name       string
-	newState   func() S
-	handlers   map[protoreflect.FullName]*handler[S]
-	onActivate func(c *Context[S])
+	name        string
+	newState    func() S
+	handlers    map[protoreflect.FullName]*handler[S]
+	onActivate  func(c *Context[S])
+	onPassivate func(c *Context[S])
 }
 
-// Option configures a KindOf: a handler (On, OnRead) or a hook (OnActivate).
+// Option configures a KindOf: a handler (On, OnRead) or a hook
+// (OnActivate, OnPassivate).
 type Option[S proto.Message] func(k *KindOf[S]) error
 
 type handler[S proto.Message] struct {
@@ -101,7 +103,20 @@ func addHandler[S proto.Message, M proto.Message, R proto.Message](write bool, f
 // c.State; after it returns, the new state is written, together with the
 // reply (or the error) under the request's ID for deduplication, and the
 // reply leaves only once that write is durable. If it returns an error, its
-// changes to c.State are rolled back.
+// changes to c.State are rolled back and the messages it sent are not sent.
+//
+// It must return a reply or an error, or call c.Defer. A nil reply with a
+// nil error, a typed nil pointer such as (*Reply)(nil) included, is a
+// programming error treated like a panic: the run is rolled back (state
+// and messages), the caller gets ErrInternal naming M, and nothing is
+// recorded for deduplication, so a retry runs the handler again.
+//
+// c is the request's context.Context as well (see Context). An error
+// that matches context.DeadlineExceeded or context.Canceled (and is not
+// an *Error) is not an answer either: the handler gave up because its
+// context, or one derived from it, ended. The run is rolled back and not
+// recorded, and the caller gets ErrDeadline or ErrUnavailable; a retry
+// runs the handler again.
 func On[S proto.Message, M proto.Message, R proto.Message](fn func(c *Context[S], m M) (R, error)) Option[S] {
 	return addHandler(true, fn)
 }
@@ -109,7 +124,9 @@ func On[S proto.Message, M proto.Message, R proto.Message](fn func(c *Context[S]
 // OnRead registers a read-only handler for requests of type M. It must not
 // change c.State (changes are discarded at the entity's next restart and
 // never written). Nothing is written; the reply still waits for every
-// earlier write of the entity to be durable.
+// earlier write of the entity to be durable. Like On's, it must return a
+// reply or an error (a nil reply with a nil error is answered with
+// ErrInternal), and a context error is not an answer.
 func OnRead[S proto.Message, M proto.Message, R proto.Message](fn func(c *Context[S], m M) (R, error)) Option[S] {
 	return addHandler(false, fn)
 }
@@ -127,15 +144,91 @@ func OnActivate[S proto.Message](fn func(c *Context[S])) Option[S] {
 	}
 }
 
-// Context is what a handler sees: the entity's state and the means to talk
-// to other entities. It is used from the entity's goroutine only and must
-// not be retained after the handler returns.
+// OnPassivate registers a hook run when the entity stops gracefully on
+// this node, as the last code of its activation:
+//
+//   - passivation, for idleness (HostConfig.IdleTimeout) or under the cap
+//     on active entities (HostConfig.MaxActive);
+//   - a graceful release of its shard (Host.Release: a handoff, or
+//     Host.Shutdown draining the host).
+//
+// It does not run when the shard is dropped or lost (fenced, lease lost,
+// a write with an unknown outcome, a Release or Shutdown whose context
+// ended): the entity may then no longer write, and a newer owner may
+// already run it. Nor does it run after a panic or a failed write, which
+// restart the entity from storage. A stop can thus always happen without
+// it: durable state, not the hook, must carry anything that matters.
+//
+// It runs on the entity's goroutine. On passivation nothing is pending
+// then: every earlier write is durable, and no request, deferred reply or
+// outgoing message is outstanding. On a release, the shard's calls are
+// done and deferred replies were failed (retryably), but writes may still
+// be in flight (the hook's write follows them, as any write does) and
+// Requests may be unanswered: their continuations no longer run, and
+// their retries stop.
+//
+// Changes the hook makes to c.State are written like OnActivate's, under
+// the shard's epoch (so fenced like any write), and the entity stops only
+// once that write is durable; the messages it sends (Send) leave then.
+// Replies to Requests it makes are not awaited: their continuations never
+// run. Calls that arrive on passivation while the hook's write is in
+// flight wait, and are handled by the entity's next activation, which
+// loads the state the hook wrote (during a release they get ErrNotHere,
+// as any call does). A panic in the hook rolls its changes back and the
+// entity stops all the same. Its context has no request, no deadline and
+// no metadata.
+func OnPassivate[S proto.Message](fn func(c *Context[S])) Option[S] {
+	return func(k *KindOf[S]) error {
+		if k.onPassivate != nil {
+			return fmt.Errorf("two OnPassivate hooks")
+		}
+		k.onPassivate = fn
+		return nil
+	}
+}
+
+// Context is what a handler, hook or continuation sees: the entity's
+// state and the means to talk to other entities. It is also the run's
+// context.Context, so a handler passes c wherever a context is expected
+// (a database driver, an HTTP client, another package's API):
+//
+//   - Deadline is the caller's: the deadline its envelope carries.
+//   - Done is closed when that deadline passes, when the entity stops (its
+//     shard is dropped, lost or released, or the host shuts down), or when
+//     the run returns, whichever comes first; Err says which.
+//   - Value carries the request's metadata (MetadataFrom, MetadataValue),
+//     which the messages the run sends carry on.
+//
+// Hooks (OnActivate, OnPassivate) have no request: their context has no
+// deadline and no metadata and ends with the entity or the run. A
+// continuation (Request) has no deadline either (the request that made it
+// may have been answered long ago) but carries the metadata of the run
+// that made the Request, so a trace continues through a saga's steps.
+//
+// A handler blocks its entity while it waits: the entity handles nothing
+// else meanwhile. Blocking I/O bounded by the context (a short query) is
+// allowed; waiting for another entity is not: use Request, whose reply
+// arrives later as a continuation. Being a context, c is not a way to
+// wait for an entity to stop between messages: a run's context ends when
+// the run does.
+//
+// Context implements context.Context itself, rather than offering a
+// c.Context() accessor, so that a handler has one value for its run: the
+// state, the request and its context cannot drift apart (no context of
+// another run, nor context.Background, passed by mistake), and generated
+// typed code passes c as is. The underlying context is only built when
+// first used, so a handler that never looks at it pays nothing.
+//
+// Context is used from the entity's goroutine only, except its
+// context.Context methods, which are safe for concurrent use while the
+// run lasts; it must not be retained after the run returns.
 type Context[S proto.Message] struct {
 	// State is the entity's state; write handlers change it in place.
 	State S
 
 	ent       *entity
 	requestID string
+	run       runContext
 }
 
 // Ref returns the entity's ref.
@@ -204,23 +297,43 @@ func (c *Context[S]) ResolveNow(key string, reply proto.Message, err error) int 
 // changed after the call.
 // requestID identifies the message for the receiver's deduplication: use
 // an ID derived from durable state so that a resend is recognised.
-func (c *Context[S]) Send(ref Ref, msg proto.Message, requestID string) {
-	c.ent.outgoing(ref, msg, requestID, nil)
+// The message carries the run's metadata (see WithOutgoingMetadata) and is
+// retried like a Request (HostConfig.Retry, WithRetry); its outcome is
+// not reported. Messages retried or resent may overtake later ones.
+func (c *Context[S]) Send(ref Ref, msg proto.Message, requestID string, opts ...RequestOption) {
+	c.ent.outgoing(ref, msg, requestID, nil, c.run.md, opts)
 }
 
 // Request sends msg to ref and later runs then, on this entity's
-// goroutine, with the reply or the error (a retryable error when no answer
-// came in time: HostConfig.RequestTimeout). Like Send, the message leaves
-// only once the state written so far is durable. If the entity stops
-// before the reply arrives (passivation, restart, failover), then never
-// runs: durable state plus OnActivate must carry the work forward.
+// goroutine, with the outcome. Like Send, the message leaves only once
+// the state written so far is durable, and it carries the run's metadata.
+//
+// An attempt that fails with a retryable error (Retryable, or
+// ErrDeadline: each attempt has its own deadline,
+// HostConfig.RequestTimeout) is retried with the same request ID, after
+// an exponential backoff with jitter, as the retry policy allows
+// (HostConfig.Retry, or WithRetry for this call). then sees one final
+// outcome: the reply, a permanent error at once (ErrHandler,
+// ErrBadRequest, ErrUnknownKind, ErrInternal), or the last retryable
+// error once the policy gave up. A continuation that sends the same
+// request again (same target and request ID) does not start over: its
+// first attempt waits for the backoff the earlier attempts reached, so a
+// resend loop never becomes a busy loop.
+//
+// If the entity stops before the outcome (passivation, restart,
+// failover), then never runs and retries end: durable state plus
+// OnActivate must carry the work forward.
 func Request[S proto.Message, R proto.Message](c *Context[S], ref Ref, msg proto.Message, requestID string,
-	then func(c *Context[S], reply R, err error)) {
+	then func(c *Context[S], reply R, err error), opts ...RequestOption) {
+	md := c.run.md
 	c.ent.outgoing(ref, msg, requestID, func(payload *anypb.Any, err error) {
 		var zero R
 		b := c.ent.beh.(*typedBehavior[S])
-		c2 := b.context("")
-		defer func() { b.state = c2.State }()
+		c2 := b.context(runIn{md: md})
+		defer func() {
+			b.state = c2.State
+			c2.run.end()
+		}()
 		if err != nil {
 			then(c2, zero, err)
 			return
@@ -231,7 +344,7 @@ func Request[S proto.Message, R proto.Message](c *Context[S], ref Ref, msg proto
 			return
 		}
 		then(c2, r, nil)
-	})
+	}, md, opts)
 }
 
 // behavior is the state-typed half of an entity.
@@ -243,10 +356,20 @@ type behavior interface {
 	// handler finds the handler of a message type.
 	find(name protoreflect.FullName) (write bool, newMsg func() proto.Message, ok bool)
 	// run runs the handler of m.
-	run(requestID string, m proto.Message) (proto.Message, error)
+	run(in runIn, m proto.Message) (proto.Message, error)
 	// activate runs the OnActivate hook, if any; it reports whether one ran.
 	activate() bool
+	// passivate runs the OnPassivate hook, if any; it reports whether one
+	// ran (a panic propagates).
+	passivate() bool
 	bind(e *entity)
+}
+
+// runIn is what a run knows of the request it handles.
+type runIn struct {
+	requestID string
+	deadline  int64             // Unix nanoseconds; 0: none
+	md        map[string]string // read-only
 }
 
 type typedBehavior[S proto.Message] struct {
@@ -261,8 +384,9 @@ func (k *KindOf[S]) newBehavior() behavior {
 
 func (b *typedBehavior[S]) bind(e *entity) { b.ent = e }
 
-func (b *typedBehavior[S]) context(requestID string) *Context[S] {
-	return &Context[S]{State: b.state, ent: b.ent, requestID: requestID}
+func (b *typedBehavior[S]) context(in runIn) *Context[S] {
+	return &Context[S]{State: b.state, ent: b.ent, requestID: in.requestID,
+		run: runContext{parent: b.ent.shard.ctx, deadline: in.deadline, md: in.md}}
 }
 
 func (b *typedBehavior[S]) load(data []byte) error {
@@ -294,20 +418,26 @@ func (b *typedBehavior[S]) find(name protoreflect.FullName) (bool, func() proto.
 	return h.write, h.newMsg, true
 }
 
-func (b *typedBehavior[S]) run(requestID string, m proto.Message) (proto.Message, error) {
+func (b *typedBehavior[S]) run(in runIn, m proto.Message) (proto.Message, error) {
 	h := b.kind.handlers[m.ProtoReflect().Descriptor().FullName()]
-	c := b.context(requestID)
+	c := b.context(in)
+	defer c.run.end()
 	r, err := h.run(c, m)
 	b.state = c.State // a handler may replace the state wholesale
 	return r, err
 }
 
-func (b *typedBehavior[S]) activate() bool {
-	if b.kind.onActivate == nil {
+func (b *typedBehavior[S]) activate() bool { return b.hook(b.kind.onActivate) }
+
+func (b *typedBehavior[S]) passivate() bool { return b.hook(b.kind.onPassivate) }
+
+func (b *typedBehavior[S]) hook(fn func(*Context[S])) bool {
+	if fn == nil {
 		return false
 	}
-	c := b.context("")
-	b.kind.onActivate(c)
+	c := b.context(runIn{})
+	defer c.run.end()
+	fn(c)
 	b.state = c.State
 	return true
 }

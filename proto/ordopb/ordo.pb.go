@@ -166,8 +166,14 @@ type Envelope struct {
 	Payload *anypb.Any `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Absolute deadline in Unix nanoseconds; 0 means none.
 	DeadlineUnixNano int64 `protobuf:"varint,4,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Caller-supplied key/value pairs that travel with the call, such as a
+	// W3C traceparent. A handler sees them in its context, and the messages
+	// it sends carry them on. They are not part of the request's identity
+	// for deduplication. At most 64 entries and 16 KiB of keys and values;
+	// keys are non-empty.
+	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
@@ -226,6 +232,13 @@ func (x *Envelope) GetDeadlineUnixNano() int64 {
 		return x.DeadlineUnixNano
 	}
 	return 0
+}
+
+func (x *Envelope) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 // Error is the wire form of an error.
@@ -497,13 +510,17 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x17proto/ordopb/ordo.proto\x12\aordo.v1\x1a\x19google/protobuf/any.proto\"/\n" +
 	"\tEntityRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xb3\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xad\x02\n" +
 	"\bEnvelope\x12*\n" +
 	"\x06target\x18\x01 \x01(\v2\x12.ordo.v1.EntityRefR\x06target\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12.\n" +
 	"\apayload\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\apayload\x12,\n" +
-	"\x12deadline_unix_nano\x18\x04 \x01(\x03R\x10deadlineUnixNano\"g\n" +
+	"\x12deadline_unix_nano\x18\x04 \x01(\x03R\x10deadlineUnixNano\x12;\n" +
+	"\bmetadata\x18\x05 \x03(\v2\x1f.ordo.v1.Envelope.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
 	"\x05Error\x12!\n" +
 	"\x04code\x18\x01 \x01(\x0e2\r.ordo.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
@@ -548,7 +565,7 @@ func file_proto_ordopb_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_ordopb_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(Code)(0),            // 0: ordo.v1.Code
 	(*EntityRef)(nil),    // 1: ordo.v1.EntityRef
@@ -557,21 +574,23 @@ var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(*Reply)(nil),        // 4: ordo.v1.Reply
 	(*DedupEntry)(nil),   // 5: ordo.v1.DedupEntry
 	(*EntityRecord)(nil), // 6: ordo.v1.EntityRecord
-	(*anypb.Any)(nil),    // 7: google.protobuf.Any
+	nil,                  // 7: ordo.v1.Envelope.MetadataEntry
+	(*anypb.Any)(nil),    // 8: google.protobuf.Any
 }
 var file_proto_ordopb_ordo_proto_depIdxs = []int32{
 	1, // 0: ordo.v1.Envelope.target:type_name -> ordo.v1.EntityRef
-	7, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
-	0, // 2: ordo.v1.Error.code:type_name -> ordo.v1.Code
-	7, // 3: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
-	3, // 4: ordo.v1.Reply.error:type_name -> ordo.v1.Error
-	4, // 5: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
-	5, // 6: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	8, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
+	7, // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
+	0, // 3: ordo.v1.Error.code:type_name -> ordo.v1.Code
+	8, // 4: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
+	3, // 5: ordo.v1.Reply.error:type_name -> ordo.v1.Error
+	4, // 6: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
+	5, // 7: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_proto_ordopb_ordo_proto_init() }
@@ -585,7 +604,7 @@ func file_proto_ordopb_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_ordopb_ordo_proto_rawDesc), len(file_proto_ordopb_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

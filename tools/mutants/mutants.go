@@ -137,6 +137,39 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 
+	{
+		Name:  "actors/resend-backoff",
+		Guard: "no busy loop: a request sent again after it failed waits for the backoff its attempts reached",
+		File:  "actors/entity.go",
+		Orig:  `if wait := e.backoffWait(backoffKey{out.to, out.env.GetRequestId()}, timeNow()); wait > 0 {`,
+		Repl:  `if wait := e.backoffWait(backoffKey{out.to, out.env.GetRequestId()}, timeNow()); false && wait > 0 {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/no-retry-of-permanent-errors",
+		Guard: "an outgoing message that failed for good is not retried",
+		File:  "actors/entity.go",
+		Orig:  `if out.err == nil && retryableAttempt(err) &&`,
+		Repl:  `if out.err == nil &&`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/passivate-parks-calls",
+		Guard: "S4: nothing runs in an activation after its OnPassivate; a call arriving meanwhile goes to the next one",
+		File:  "actors/host.go",
+		Orig:  `if en != nil && en.closing {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/stop-once-durable",
+		Guard: "S2: a passivating or draining entity stops only once its writes (OnPassivate's included) are durable",
+		File:  "actors/entity.go",
+		Orig:  `if e.stopping || e.seq != e.durable || len(e.held) != 0 {`,
+		Repl:  `if e.stopping {`,
+		Pkgs:  []string{"./actors"},
+	},
+
 	// ---- cluster ----
 	{
 		Name:  "cluster/lease-wiring",

@@ -30,7 +30,12 @@
 // A transaction that fails in transport (connection loss, the context
 // ending) reports an error matching ErrOutcomeUnknown for each of its shards:
 // the transaction is atomic, so each such shard was written entirely or not
-// at all, but the caller cannot tell which.
+// at all, but the caller cannot tell which, nor when: the store leaves the
+// transaction running after Save returns (see Store.LateFenced), and the
+// etcd client holds a call made while no member is reachable until it
+// connects again, so the shard may be written up to 30 seconds later,
+// after later Saves of it. Before writing such a shard again, raise its
+// fence to a new epoch, which rejects the late write.
 //
 // The caller owns the *clientv3.Client: Store.Close does not close it. The
 // client's MaxCallSendMsgSize (2 MiB by default) must exceed

@@ -17,7 +17,9 @@ import (
 
 // ErrOutcomeUnknown is wrapped, per shard, by Save outcomes of transactions
 // that failed in transport (connection loss, timeout, canceled context):
-// the shard's records may or may not be durable, but never partly.
+// the shard's records may or may not be durable, but never partly, and
+// may still become durable after Save returns: write the shard again only
+// under a new epoch.
 var ErrOutcomeUnknown = errors.New("etcdstore: save outcome unknown")
 
 // Defaults of Config.

@@ -379,7 +379,19 @@ func TestConnectionLoss(t *testing.T) {
 
 // TestServerRestart stops the etcd member while saves run and starts it
 // again on the same data and port: saves fail with unknown outcomes
-// meanwhile, nothing is partly written, and the same store recovers.
+// meanwhile, nothing is partly written, no acknowledged round is lost, and
+// the same store recovers.
+//
+// After a Save with an unknown outcome the writer raises every shard's
+// fence to a new epoch before it writes again, as the runtime does (it
+// serves such a shard again only under a new epoch). It must: an unknown
+// outcome does not end the transaction. The store leaves it running (up to
+// 30s), and the etcd client holds a call made while the member is down
+// until it connects again, so a round given up during the outage is sent
+// after the restart, and can be applied after later rounds were
+// acknowledged. Under the same epoch it would overwrite them (etcd's
+// history showed rounds 6 and 7, both given up, applied after round 10 was
+// acknowledged); under a new epoch the fence rejects it.
 func TestServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := etcdembed.Start(t.Context(), etcdembed.Config{Dir: dir, UnsafeNoFsync: true})
@@ -394,11 +406,11 @@ func TestServerRestart(t *testing.T) {
 	for sh := uint32(0); sh < shards; sh++ {
 		fence(t, s, sh, 1)
 	}
-	batch := func(round int) []persistence.Record {
+	batch := func(round int, epoch int64) []persistence.Record {
 		var recs []persistence.Record
 		for sh := uint32(0); sh < shards; sh++ {
 			for i := range perShard {
-				recs = append(recs, persistence.Record{Kind: "r", ID: fmt.Sprint(sh, "-", i), Shard: sh, Epoch: 1, Data: []byte(fmt.Sprint(round))})
+				recs = append(recs, persistence.Record{Kind: "r", ID: fmt.Sprint(sh, "-", i), Shard: sh, Epoch: epoch, Data: []byte(fmt.Sprint(round))})
 			}
 		}
 		return recs
@@ -409,6 +421,7 @@ func TestServerRestart(t *testing.T) {
 		errs, oks  int
 		restarting bool
 		stop, done = make(chan struct{}), make(chan error, 1)
+		epoch      = int64(1) // the writer's; read by the test after done
 	)
 	stopWriter := sync.OnceFunc(func() { close(stop) })
 	defer stopWriter()
@@ -421,7 +434,7 @@ func TestServerRestart(t *testing.T) {
 			default:
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-			out, err := s.Save(ctx, batch(round))
+			out, err := s.Save(ctx, batch(round, epoch))
 			cancel()
 			if err != nil {
 				done <- err
@@ -447,6 +460,31 @@ func TestServerRestart(t *testing.T) {
 				}
 			}
 			mu.Unlock()
+			if allOK {
+				continue
+			}
+			// The round may still land: write on only under a new epoch,
+			// whose fence rejects it. Fence fails while the member is down.
+			epoch++
+			for sh := uint32(0); sh < shards; {
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				err := s.Fence(ctx, sh, epoch)
+				cancel()
+				switch {
+				case err == nil:
+					sh++
+					continue
+				case errors.Is(err, persistence.ErrFenced):
+					done <- fmt.Errorf("fence shard %d at %d: %w", sh, epoch, err)
+					return
+				}
+				select {
+				case <-stop:
+					done <- nil
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
 		}
 	}()
 	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
@@ -488,7 +526,7 @@ func TestServerRestart(t *testing.T) {
 	}
 	// Shut out anything in flight, then check every shard holds one round.
 	for sh := uint32(0); sh < shards; sh++ {
-		fence(t, s, sh, 2)
+		fence(t, s, sh, epoch+1)
 		var first string
 		for i := range perShard {
 			r, err := s.Load(t.Context(), "r", fmt.Sprint(sh, "-", i))

@@ -90,7 +90,9 @@ func (n *Node) Status() Status {
 
 // Handler returns the admin HTTP handler:
 //
-//   - / and /status: the node's Status as JSON;
+//   - /status: the node's Status as JSON (a stable format);
+//   - /: the live web dashboard (package dashboard), with its data under
+//     /dashboard/, and the entity inspector, /entities/{kind}/{id} (JSON);
 //   - /healthz: 200 "ok" while the node is up (Healthy), 503 once it
 //     stopped: a liveness check;
 //   - /readyz: 200 "ok" when the node is ready (see Readiness), else 503
@@ -117,16 +119,13 @@ func (n *Node) Handler() http.Handler {
 		}
 		plain(w, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" && r.URL.Path != "/status" {
-			http.NotFound(w, r)
-			return
-		}
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.Status())
 	})
+	mux.Handle("/", n.dashboard().Handler())
 	mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	if n.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -158,6 +157,7 @@ func (n *Node) startAdmin() error {
 		return fmt.Errorf("cluster: admin endpoint %q: %w", n.cfg.AdminAddr, err)
 	}
 	n.adminLn = ln
+	n.advertiseAdmin(ln.Addr())
 	n.admin = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	n.wg.Add(1)
 	go func() {

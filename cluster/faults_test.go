@@ -166,7 +166,8 @@ func TestAdminEndpoint(t *testing.T) {
 	require.True(t, st.LeaseValid)
 
 	for path, want := range map[string]string{
-		"/":              `"node": "n1"`,
+		"/status":        `"node": "n1"`,
+		"/":              "<title>ordo dashboard</title>",
 		"/metrics":       "ordo_calls_total",
 		"/metrics?store": "ordo_store_late_fenced_writes_total 0", // the etcd store counts late rejections
 		"/debug/pprof/":  "goroutine",

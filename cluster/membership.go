@@ -18,6 +18,7 @@ type nodeMeta struct {
 	ID     string `json:"id"`
 	Remote string `json:"remote"`
 	Lease  int64  `json:"lease"`
+	Admin  string `json:"admin,omitempty"` // the admin endpoint, for the dashboard
 }
 
 // membership wraps memberlist: it gossips the node's metadata and tracks

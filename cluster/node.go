@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/dashboard"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -43,6 +44,9 @@ type Node struct {
 	router  *router
 	admin   *http.Server
 	adminLn net.Listener
+
+	dashOnce sync.Once
+	dash     *dashboard.Hub // see dashboard()
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -163,6 +167,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Add(1)
 	go n.liveLoop(runCtx)
 	n.up.Store(true)
+	n.wg.Add(1)
+	go n.runDashboard(runCtx)
 	n.log.Info("node started", "remote", n.tr.addr, "gossip", n.members.addr())
 	return nil
 }

@@ -200,7 +200,7 @@ func TestAdminHandlerOutsideStartShutdown(t *testing.T) {
 	code, _ = get(t, srv.URL+"/healthz")
 	require.Equal(t, http.StatusOK, code)
 	var st cluster.Status
-	_, body = get(t, srv.URL+"/")
+	_, body = get(t, srv.URL+"/status")
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Equal(t, cluster.Status{Node: "n1", NotReady: "starting", Time: st.Time}, st)
 

@@ -173,8 +173,7 @@ func (h *Hub) Run(ctx context.Context) {
 	tick := time.NewTicker(h.cfg.Interval / 4)
 	defer tick.Stop()
 	now := time.Now()
-	h.record(obs.view(h.src.View(), now))
-	h.record(obs.local(local, now))
+	h.observe(obs, local, now)
 	prev, prevAt := h.src.Counters(), now
 	obs.counters(prev, now)
 	h.mu.Lock()
@@ -185,13 +184,12 @@ func (h *Hub) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			h.record(obs.view(h.src.View(), time.Now()))
+			h.observe(obs, h.src.Local(), time.Now())
 			h.dirty.Store(true)
 			continue
 		case now = <-tick.C:
 		}
-		h.record(obs.view(h.src.View(), now))
-		h.record(obs.local(h.src.Local(), now))
+		h.observe(obs, h.src.Local(), now)
 		if n%4 != 0 {
 			continue
 		}
@@ -206,6 +204,17 @@ func (h *Hub) Run(ctx context.Context) {
 		h.self.report = h.reportLocked(h.src.Local(), cur)
 		h.mu.Unlock()
 	}
+}
+
+// observe looks at the node's views: it records the events they show and
+// remembers the members they name.
+func (h *Hub) observe(obs *observer, local Local, now time.Time) {
+	view := h.src.View()
+	h.record(obs.view(view, now))
+	h.record(obs.local(local, now))
+	h.mu.Lock()
+	h.rememberLocked(local, view, now)
+	h.mu.Unlock()
 }
 
 // nodeLocked returns the hub's data of node id, made if needed. h.mu is

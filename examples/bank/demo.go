@@ -60,6 +60,7 @@ type demoOptions struct {
 	quiet    bool
 	noFsync  bool
 	cpuProf  string
+	dash     bool
 	wl       workload.Config
 }
 
@@ -105,6 +106,7 @@ only if every invariant holds.`,
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	fs.BoolVar(&o.noFsync, "unsafe-no-fsync", false, "the embedded etcd skips fsync (faster on slow disks; unsafe)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.BoolVar(&o.dash, "dashboard", false, "serve every node's web dashboard (printed URLs) and keep the cluster up after the run, until Ctrl-C")
 	workloadFlags(cmd, &o.wl)
 	return cmd
 }
@@ -147,8 +149,11 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		o.nodes, o.store, o.wl.Accounts, o.balance, o.wl.Concurrency, o.wl.Duration, o.wl.Zipf, o.wl.Seed)
 
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	cl, err := inproc.Start(sctx, inproc.Config{Nodes: o.nodes, Store: o.store, PG: o.pg, UnsafeNoFsync: o.noFsync,
-		Logger: logger(o.verbose, stderr)})
+	icfg := inproc.Config{Nodes: o.nodes, Store: o.store, PG: o.pg, UnsafeNoFsync: o.noFsync, Logger: logger(o.verbose, stderr)}
+	if o.dash {
+		icfg.AdminAddr = "127.0.0.1:0"
+	}
+	cl, err := inproc.Start(sctx, icfg)
 	cancel()
 	if err != nil {
 		return err
@@ -159,6 +164,9 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		_ = cl.Close(cctx)
 	}()
 	fmt.Fprintf(stdout, "cluster up in %v (etcd %s); opening accounts\n", time.Since(wall).Round(time.Millisecond), strings.Join(cl.Endpoints(), ","))
+	if o.dash {
+		printDashboards(stdout, cl)
+	}
 
 	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	_, err = workload.Open(octx, cl.Client(), o.wl.Accounts, o.balance, 64)
@@ -227,9 +235,28 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		for _, v := range rep.Violations {
 			fmt.Fprintf(stdout, "  violation: %s %s %s: %s\n", v.Invariant, v.Account, v.ID, v.Message)
 		}
-		return fmt.Errorf("demo: %w", errViolation)
+		err = fmt.Errorf("demo: %w", errViolation)
 	}
-	return nil
+	if o.dash {
+		fmt.Fprintln(stdout, "\nthe cluster stays up for the dashboard; Ctrl-C to stop")
+		printDashboards(stdout, cl)
+		<-ctx.Done()
+	}
+	return err
+}
+
+// printDashboards prints the dashboard URL of every running node.
+func printDashboards(w io.Writer, cl *inproc.Cluster) {
+	nodes := cl.Nodes()
+	for i, u := range cl.AdminURLs() {
+		switch {
+		case u == "":
+		case i < len(nodes) && nodes[i] != nil && nodes[i].Healthy():
+			fmt.Fprintf(w, "  dashboard of %s: %s\n", inproc.NodeID(i), u)
+		default:
+			fmt.Fprintf(w, "  %s is down (crashed, and the run ended before its restart)\n", inproc.NodeID(i))
+		}
+	}
 }
 
 // crashAndRestart kills the last node at start+at, measures how long its

@@ -57,6 +57,10 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
+	// AdminAddr, when set, gives every node an admin endpoint (status,
+	// metrics, the dashboard) on this host:port; port 0 picks a free one
+	// per node, which a node restarted under the same ID binds again.
+	AdminAddr string
 }
 
 // Cluster is a running in-process cluster.
@@ -69,8 +73,9 @@ type Cluster struct {
 	pgSchema string
 	client   *cluster.Client
 
-	mu    sync.Mutex
-	nodes []*cluster.Node
+	mu     sync.Mutex
+	nodes  []*cluster.Node
+	admins []string // admin address of node i, kept across restarts
 }
 
 var seq struct {
@@ -202,6 +207,10 @@ func (c *Cluster) nodeConfig(i int) cluster.Config {
 		cfg.Placement.ValidityMargin = min(cfg.Placement.ValidityMargin, c.cfg.LeaseTTL/4)
 	}
 	cfg.Logger = c.cfg.Logger
+	cfg.AdminAddr = c.cfg.AdminAddr
+	if i < len(c.admins) && c.admins[i] != "" {
+		cfg.AdminAddr = c.admins[i]
+	}
 	for j, n := range c.nodes {
 		if j != i && n != nil {
 			cfg.Join = append(cfg.Join, n.GossipAddr())
@@ -243,8 +252,26 @@ func (c *Cluster) startNode(ctx context.Context, i int) (*cluster.Node, error) {
 		c.nodes = append(c.nodes, nil)
 	}
 	c.nodes[i] = n
+	for len(c.admins) <= i {
+		c.admins = append(c.admins, "")
+	}
+	c.admins[i] = n.AdminAddr()
 	c.mu.Unlock()
 	return n, nil
+}
+
+// AdminURLs returns the dashboard URL of every node, by index ("" for a
+// node without an admin endpoint).
+func (c *Cluster) AdminURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.admins))
+	for i, a := range c.admins {
+		if a != "" {
+			out[i] = "http://" + a + "/"
+		}
+	}
+	return out
 }
 
 // Nodes returns the current nodes, by index.

@@ -22,7 +22,8 @@ import (
 )
 
 // startAdminNodes starts n nodes with admin endpoints and waits until they
-// own every shard, each its desired share.
+// own every shard, each its desired share, and each knows the others'
+// admin addresses (gossiped).
 func startAdminNodes(e *env, n int) []*cluster.Node {
 	e.t.Helper()
 	for i := 0; i < n; i++ {
@@ -31,6 +32,21 @@ func startAdminNodes(e *env, n int) []*cluster.Node {
 		e.start(cfg)
 	}
 	e.converged(e.nodes...)
+	for _, node := range e.nodes {
+		testutil.Eventually(e.t, 10*time.Second, 10*time.Millisecond, func() error {
+			var f dashboard.Frame
+			getJSON(e.t, "http://"+node.AdminAddr()+"/dashboard/api/state", &f)
+			for _, m := range f.Members {
+				if m.AdminAddr == "" {
+					return fmt.Errorf("%s does not know %s's admin address", node.ID(), m.ID)
+				}
+			}
+			if len(f.Members) != len(e.nodes) {
+				return fmt.Errorf("%s knows %d members", node.ID(), len(f.Members))
+			}
+			return nil
+		})
+	}
 	return e.nodes
 }
 

@@ -354,22 +354,23 @@ func (h *Hub) serveShard(w http.ResponseWriter, r *http.Request) {
 // ownerOf returns the owner of shard and, when it is another node, the
 // admin address it gossips.
 func (h *Hub) ownerOf(shard uint32) (owner, admin string) {
-	o, ok := h.src.View().Owners[shard]
+	view := h.src.View()
+	o, ok := view.Owners[shard]
 	if !ok {
 		return "", ""
 	}
 	if o.Node == h.src.Local().ID {
 		return o.Node, ""
 	}
+	for _, g := range view.Gossip {
+		if g.ID == o.Node && g.AdminAddr != "" {
+			return o.Node, g.AdminAddr
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if k := h.known[o.Node]; k != nil {
 		return o.Node, k.admin
-	}
-	for _, g := range h.src.View().Gossip {
-		if g.ID == o.Node {
-			return o.Node, g.AdminAddr
-		}
 	}
 	return o.Node, ""
 }
@@ -474,7 +475,8 @@ func (h *Hub) serveEntityAtOwner(w http.ResponseWriter, r *http.Request) {
 	}
 	var remoteErr string
 	if shards := h.src.Local().Shards; shards > 0 {
-		if owner, admin := h.ownerOf(actors.ShardOf(ref, shards)); admin != "" {
+		switch owner, admin := h.ownerOf(actors.ShardOf(ref, shards)); {
+		case admin != "":
 			var e Entity
 			err := h.get(r.Context(), admin, "/entities/"+url.PathEscape(kind)+"/"+url.PathEscape(id), &e)
 			if err == nil {
@@ -482,6 +484,8 @@ func (h *Hub) serveEntityAtOwner(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			remoteErr = fmt.Sprintf("asking %s: %v", owner, err)
+		case owner != "" && owner != h.src.Local().ID:
+			remoteErr = fmt.Sprintf("the admin address of %s is not known", owner)
 		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)

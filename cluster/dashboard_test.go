@@ -138,6 +138,11 @@ func TestDashboardStatusPageAndInspector(t *testing.T) {
 	require.Equal(t, owner.ID(), se.Owner)
 	require.Equal(t, epoch, se.Epoch)
 	require.Equal(t, map[string][]string{"counter": {"alice"}}, se.Kinds)
+	se = dashboard.ShardEntities{}
+	require.Equal(t, http.StatusOK, getJSON(t, fmt.Sprintf("http://%s/dashboard/api/shards/%d", owner.AdminAddr(), shard), &se))
+	require.Equal(t, owner.ID(), se.Node)
+	require.Empty(t, se.Error)
+	require.Equal(t, 1, se.Count)
 	require.Equal(t, http.StatusBadRequest, getJSON(t, "http://"+other.AdminAddr()+"/dashboard/api/shards/16", &failure))
 }
 

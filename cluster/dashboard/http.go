@@ -335,9 +335,9 @@ func (h *Hub) serveShard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner, admin := h.ownerOf(shard)
-	if owner == "" || admin == "" {
+	if admin == "" {
 		out := h.localShard(shard)
-		if owner != "" {
+		if owner != "" && owner != out.Node {
 			out.Error = fmt.Sprintf("the admin address of %s is not known", owner)
 		}
 		writeJSON(w, http.StatusOK, out)

@@ -10,7 +10,7 @@ const MAX_EVENTS = 500;
 const S = {
   self: '', prefix: '', interval: 1000, time: 0,
   members: [], shards: [], nodes: {}, events: [],
-  colors: new Map(), windowSec: 120, selected: null, kinds: new Set(),
+  colors: new Map(), windowSec: 120, selected: null, kinds: new Set(), inspected: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -26,7 +26,17 @@ function color(id) {
 
 function connect() {
   const es = new EventSource('dashboard/events');
-  es.onmessage = (m) => { setConn(true); apply(JSON.parse(m.data)); };
+  es.onmessage = (m) => {
+    setConn(true);
+    try {
+      apply(JSON.parse(m.data));
+      $('page-error').hidden = true;
+    } catch (e) {
+      $('page-error').hidden = false;
+      $('page-error').textContent = `cannot show an update: ${e.message}`;
+      console.error(e);
+    }
+  };
   es.onerror = () => {
     setConn(false);
     if (es.readyState === EventSource.CLOSED) { es.close(); setTimeout(connect, 3000); }
@@ -64,6 +74,7 @@ function apply(f) {
   document.title = `ordo · ${S.self}`;
   renderMembers();
   renderShards(f.shards || []);
+  refreshInspected(f.shards || []);
   renderKinds();
   renderNodes();
   if (newEvents) renderTimeline();
@@ -96,7 +107,7 @@ function renderMembers() {
     const gone = m.state === 'down' || m.state === 'dead';
     const validFor = m.deadline ? (m.deadline - S.time) / 1000 : null;
     const valid = m.lease_valid === undefined ? '–' : m.lease_valid ? fmtSecs(Math.max(0, validFor)) : '<span class="error">not valid</span>';
-    const admin = m.admin_addr ? `<a href="http://${esc(m.admin_addr)}/" target="_blank">admin ${esc(m.admin_addr)}</a>` : 'admin –';
+    const admin = m.admin_addr ? `<a href="http://${esc(m.admin_addr)}/" target="_blank" title="this node's dashboard">admin ${esc(m.admin_addr)}</a>` : 'admin –';
     const note = m.not_ready ? `<div class="note">not ready: ${esc(m.not_ready)}</div>` : m.error && !m.self && !gone ? `<div class="note">${esc(m.error)}</div>` : '';
     return `<tr data-member="${esc(m.id)}" data-state="${esc(m.state)}" class="${gone ? 'gone' : ''}">
       <td><span class="swatch" style="background:${color(m.id)}"></span><b>${esc(m.id)}</b>${m.self ? '<span class="tag">this node</span>' : ''}${note}</td>
@@ -106,7 +117,7 @@ function renderMembers() {
       <td class="num">${valid}</td>
       <td class="num">${m.shards}</td>
       <td class="num">${m.reachable || m.self ? m.active : '–'}</td>
-      <td class="addr">remote ${esc(m.remote_addr || '–')} · gossip ${esc(m.gossip_addr || '–')}<br>${admin}</td>
+      <td class="addr"><span title="remote (calls)">${esc(m.remote_addr || '–')}</span> · <span title="gossip">${esc(m.gossip_addr || '–')}</span><br>${admin}</td>
     </tr>`;
   });
   $('members').tBodies[0].innerHTML = rows.join('');
@@ -203,8 +214,7 @@ async function selectShard(i) {
 // spark draws series (arrays of [t, v]) over the chosen window; the first
 // series is filled.
 function spark(series, { w = 120, h = 24, colors = ['#3b6fd8'], min0 = true } = {}) {
-  const end = S.time || Date.now();
-  const start = end - S.windowSec * 1000;
+  const [start, end] = chartSpan();
   let hi = 0;
   let lo = min0 ? 0 : Infinity;
   for (const s of series) for (const [t, v] of s) if (t >= start) { hi = Math.max(hi, v); lo = Math.min(lo, v); }
@@ -240,8 +250,21 @@ function spark(series, { w = 120, h = 24, colors = ['#3b6fd8'], min0 = true } = 
   return out + '</svg>';
 }
 
+// chartSpan is the time range the charts show: the chosen window, or
+// less while there are not yet samples that old.
+function chartSpan() {
+  const end = S.time || Date.now();
+  let first = end;
+  for (const nd of Object.values(S.nodes)) if (nd.samples.length) first = Math.min(first, nd.samples[0].t);
+  const start = Math.max(end - S.windowSec * 1000, first - S.interval);
+  return [start, Math.max(end, start + 10 * S.interval)];
+}
+
 function sumRates(m) { let s = 0; for (const v of Object.values(m || {})) s += v; return s; }
 function errRates(m) { let s = 0; for (const [o, v] of Object.entries(m || {})) if (o !== 'ok') s += v; return s; }
+// Over every kind (kind → outcome → rate).
+function sumAll(m) { let s = 0; for (const k of Object.values(m || {})) s += sumRates(k); return s; }
+function errAll(m) { let s = 0; for (const k of Object.values(m || {})) s += errRates(k); return s; }
 
 // clusterSeries sums (or takes the max of) a per-sample value over nodes,
 // aligned on the sampling interval.
@@ -277,7 +300,7 @@ function renderKinds() {
     const p99 = clusterSeries((s) => s.p99?.[k], 'max');
     const errs = clusterSeries((s) => errRates(s.calls?.[k]) + errRates(s.served?.[k]));
     // Outcomes over the window.
-    const start = (S.time || Date.now()) - S.windowSec * 1000;
+    const [start] = chartSpan();
     const outcomes = {};
     for (const nd of Object.values(S.nodes)) for (const s of nd.samples) {
       if (s.t < start) continue;
@@ -308,12 +331,16 @@ function renderNodes() {
     const nd = S.nodes[id] || { samples: [] };
     const m = members.get(id) || { state: 'down' };
     const ser = (get) => nd.samples.filter((s) => get(s) !== undefined).map((s) => [s.t, get(s)]);
+    // A node whose samples stopped (down, unreachable) has no current value.
+    const gone = m.state === 'down' || m.state === 'dead';
+    const fresh = !gone && nd.samples.length > 0 && S.time - nd.samples[nd.samples.length - 1].t < 3 * S.interval;
+    const now = (series, f = fmtNum) => (fresh ? f(last(series)) : '–');
     const row = (label, series, value, colors) =>
       `<div class="row"><span class="k">${label}</span><span class="spark">${spark(series, { w: 140, colors })}<span class="v">${value}</span></span></div>`;
-    const calls = ser((s) => sumRates(s.calls));
-    const served = ser((s) => sumRates(s.served));
+    const calls = ser((s) => sumAll(s.calls));
+    const served = ser((s) => sumAll(s.served));
     const p99 = ser((s) => (s.p99 ? Math.max(...Object.values(s.p99)) : undefined));
-    const errs = ser((s) => errRates(s.calls) + errRates(s.served));
+    const errs = ser((s) => errAll(s.calls) + errAll(s.served));
     const wps = ser((s) => (s.saves > 0 ? s.writes_per_save : undefined));
     const saves = ser((s) => s.saves);
     const fenced = ser((s) => s.fenced);
@@ -321,19 +348,18 @@ function renderNodes() {
     const revokes = ser((s) => s.failovers);
     const active = ser((s) => s.active);
     const t = nd.totals || {};
-    const gone = m.state === 'down' || m.state === 'dead';
     return `<div class="node-card ${gone ? 'gone' : ''}" data-node="${esc(id)}">
       <h3><span class="swatch" style="background:${color(id)}"></span>${esc(id)}<span class="badge ${esc(m.state)}">${esc(m.state.replace('-', ' '))}</span></h3>
-      ${row('calls/s', [calls], fmtNum(last(calls)))}
-      ${row('served/s', [served], fmtNum(last(served)), ['#2e9e6b'])}
-      ${row('p99 ms', [p99], fmtNum(last(p99)), ['#d9822b'])}
-      ${row('errors/s', [errs], fmtNum(last(errs)), ['#d64545'])}
-      ${row('saves/s', [saves], fmtNum(last(saves)), ['#6a7b8f'])}
-      ${row('writes/Save', [wps], fmtNum(last(wps)), ['#9b59b6'])}
+      ${row('calls/s', [calls], now(calls))}
+      ${row('served/s', [served], now(served), ['#2e9e6b'])}
+      ${row('p99 ms', [p99], now(p99), ['#d9822b'])}
+      ${row('errors/s', [errs], now(errs), ['#d64545'])}
+      ${row('saves/s', [saves], now(saves), ['#6a7b8f'])}
+      ${row('writes/Save', [wps], now(wps), ['#9b59b6'])}
       ${row('fenced', [fenced], `${fmtNum(t.fenced ?? 0)} total`, ['#d64545'])}
       ${row('handoffs', [moves], `${fmtNum(t.handoffs ?? 0)} total`, ['#1aa3b8'])}
       ${row('revocations', [revokes], `${fmtNum(t.failovers ?? 0)} total`, ['#b59a1a'])}
-      ${row('active', [active], fmtNum(last(active) ?? 0), ['#2e9e6b'])}
+      ${row('active', [active], now(active), ['#2e9e6b'])}
       ${nd.error && !gone ? `<div class="err">${esc(nd.error)}</div>` : ''}
       ${gone ? '<div class="note">no numbers: the node is down</div>' : ''}
     </div>`;
@@ -370,15 +396,27 @@ function renderKindOptions() {
   if (kinds.includes(cur)) sel.value = cur;
 }
 
-async function inspect(kind, id) {
+// S.inspected is the entity the inspector shows, with the owner and epoch
+// of its shard then; it is read again when they change.
+function refreshInspected(shards) {
+  const i = S.inspected;
+  if (!i || i.loading || i.shard === undefined || !shards[i.shard]) return;
+  const sh = shards[i.shard];
+  if ((sh.o || '') !== i.owner || (sh.e || 0) !== i.epoch) inspect(i.kind, i.id, true);
+}
+
+async function inspect(kind, id, quiet) {
   $('inspect-kind').value = kind;
   $('inspect-id').value = id;
   const out = $('inspect-out');
-  out.innerHTML = '<span class="muted">loading…</span>';
+  if (!quiet) out.innerHTML = '<span class="muted">loading…</span>';
+  S.inspected = { kind, id, loading: true };
   try {
     const r = await fetch(`dashboard/api/entities/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`);
     const e = await r.json();
     if (!r.ok) throw new Error(e.error || r.statusText);
+    if (S.inspected.kind !== kind || S.inspected.id !== id) return;
+    S.inspected = { kind, id, shard: e.shard, owner: e.owner || '', epoch: e.epoch || 0 };
     const rec = e.record || {};
     out.innerHTML = `<div class="kv">
       <span class="k">entity</span><span class="mono">${esc(e.kind)}/${esc(e.id)}</span>
@@ -389,6 +427,7 @@ async function inspect(kind, id) {
       <span class="k">state type</span><span class="mono">${esc(rec.state_type)}</span>
     </div>${e.error ? `<div class="note error">${esc(e.error)}</div>` : ''}<pre class="state">${esc(JSON.stringify(rec.state, null, 2))}</pre>`;
   } catch (err) {
+    S.inspected = null;
     out.innerHTML = `<span class="error">${esc(err.message)}</span>`;
   }
 }

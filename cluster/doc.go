@@ -31,6 +31,13 @@
 // its share of the free shards; the admin endpoint answers /readyz from
 // it and /healthz from Node.Healthy (up, whatever etcd's state).
 //
+// Admin endpoint: with Config.AdminAddr, or Node.Handler mounted on a
+// server of the caller's, a node serves /healthz, /readyz, /status (its
+// Status as JSON, a stable format), Prometheus /metrics, the web dashboard
+// at / (package dashboard: the whole cluster as this node sees it, with the
+// other nodes' numbers read from their admin endpoints, whose addresses
+// nodes gossip) and the entity inspector, /entities/{kind}/{id}.
+//
 // Development: NewDev starts a Dev, one in-process host that owns every
 // shard over a memory store, with no etcd, gossip or network, and gives
 // handlers the same runtime a node does. It implements actors.Invoker, so

@@ -86,17 +86,24 @@ func (s dashSource) Local() dashboard.Local {
 	for _, k := range n.kinds {
 		l.Kinds = append(l.Kinds, k.Name())
 	}
-	if err := n.Readiness(); err != nil {
-		l.NotReady = reason(err)
-	}
 	if !s.running() {
 		return l
 	}
 	l.Up = true
 	l.Lease, l.LeaseValid, l.Deadline = int64(n.place.Lease()), n.place.Valid(), n.place.Deadline()
 	l.AdminAddr = n.members.adminAddr()
-	l.ActivePerShard = n.host.ActivePerShard()
 	return l
+}
+
+func (s dashSource) Detail() dashboard.Detail {
+	var d dashboard.Detail
+	if err := s.n.Readiness(); err != nil {
+		d.NotReady = reason(err)
+	}
+	if s.running() {
+		d.ActivePerShard = s.n.host.ActivePerShard()
+	}
+	return d
 }
 
 // adminAddr returns the admin address the node gossips.

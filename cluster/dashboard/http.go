@@ -216,9 +216,9 @@ func (h *Hub) serveNode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	local, c := h.src.Local(), h.src.Counters()
+	local, detail, c := h.src.Local(), h.src.Detail(), h.src.Counters()
 	h.mu.Lock()
-	rep := h.reportLocked(local, c)
+	rep := h.reportLocked(local, detail, c)
 	if h.self != nil {
 		rep.Samples = h.self.samples.since(since)
 	}

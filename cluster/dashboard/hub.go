@@ -177,19 +177,29 @@ func (h *Hub) Run(ctx context.Context) {
 	prev, prevAt := h.src.Counters(), now
 	obs.counters(prev, now)
 	h.mu.Lock()
-	h.self.report = h.reportLocked(local, prev)
+	h.self.report = h.reportLocked(local, Detail{}, prev)
 	h.mu.Unlock()
+	// A change of the routing table is looked at at once, but not more
+	// often than every minObserve: the table also notifies changes of keys
+	// under its prefix that are not placement's (entity records, when the
+	// etcd store shares the prefix).
+	const minObserve = 100 * time.Millisecond
+	observed := now
 	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			h.observe(obs, h.src.Local(), time.Now())
-			h.dirty.Store(true)
+			if t := time.Now(); t.Sub(observed) >= minObserve {
+				h.observe(obs, h.src.Local(), t)
+				observed = t
+			}
+			n--
 			continue
 		case now = <-tick.C:
 		}
 		h.observe(obs, h.src.Local(), now)
+		observed = now
 		if n%4 != 0 {
 			continue
 		}
@@ -201,7 +211,8 @@ func (h *Hub) Run(ctx context.Context) {
 		h.mu.Lock()
 		s.Seq = h.self.samples.seq + 1
 		h.self.samples.add(s)
-		h.self.report = h.reportLocked(h.src.Local(), cur)
+		detail := Detail{NotReady: h.self.report.NotReady, ActivePerShard: h.self.report.ActivePerShard} // kept from the last aggregate
+		h.self.report = h.reportLocked(h.src.Local(), detail, cur)
 		h.mu.Unlock()
 	}
 }
@@ -212,6 +223,9 @@ func (h *Hub) observe(obs *observer, local Local, now time.Time) {
 	view := h.src.View()
 	h.record(obs.view(view, now))
 	h.record(obs.local(local, now))
+	if obs.takeChanged() {
+		h.dirty.Store(true)
+	}
 	h.mu.Lock()
 	h.rememberLocked(local, view, now)
 	h.mu.Unlock()
@@ -287,7 +301,7 @@ func (h *Hub) aggregate(ctx context.Context, full bool) {
 	h.aggMu.Lock()
 	defer h.aggMu.Unlock()
 	h.dirty.Store(false)
-	local, view, now := h.src.Local(), h.src.View(), time.Now()
+	local, detail, view, now := h.src.Local(), h.src.Detail(), h.src.View(), time.Now()
 
 	h.mu.Lock()
 	h.rememberLocked(local, view, now)
@@ -403,9 +417,10 @@ func (h *Hub) aggregate(ctx context.Context, full bool) {
 	}
 	if h.self != nil {
 		h.self.reachable = true
+		h.self.report.NotReady, h.self.report.ActivePerShard = detail.NotReady, detail.ActivePerShard
 	}
 	h.prefix = local.Prefix
-	h.members = h.membersLocked(local, view, now)
+	h.members = h.membersLocked(local, detail, view, now)
 	h.shards = shardCells(local.Shards, view.Owners)
 	h.frameAt = now
 	for s := range h.subs {
@@ -508,7 +523,7 @@ func shardCells(n int, owners map[uint32]Owner) []ShardCell {
 }
 
 // membersLocked builds the member list. h.mu is held.
-func (h *Hub) membersLocked(local Local, view View, now time.Time) []Member {
+func (h *Hub) membersLocked(local Local, detail Detail, view View, now time.Time) []Member {
 	regs := map[string]Registration{}
 	for _, r := range view.Nodes {
 		regs[r.ID] = r
@@ -553,11 +568,11 @@ func (h *Hub) membersLocked(local Local, view View, now time.Time) []Member {
 			m.Gossip = GossipAlive
 			m.AdminAddr, m.Kinds = local.AdminAddr, local.Kinds
 			valid := local.LeaseValid
-			m.LeaseValid, m.NotReady = &valid, local.NotReady
+			m.LeaseValid, m.NotReady = &valid, detail.NotReady
 			if !local.Deadline.IsZero() {
 				m.Deadline = local.Deadline.UnixMilli()
 			}
-			for _, n := range local.ActivePerShard {
+			for _, n := range detail.ActivePerShard {
 				m.Active += n
 			}
 		} else if rep != nil {
@@ -599,10 +614,10 @@ func memberState(m Member, local Local) string {
 
 // reportLocked builds this node's report (without samples and events).
 // h.mu is held.
-func (h *Hub) reportLocked(local Local, c Counters) NodeReport {
+func (h *Hub) reportLocked(local Local, d Detail, c Counters) NodeReport {
 	rep := NodeReport{Node: local.ID, Boot: h.boot, Time: time.Now().UnixMilli(), Up: local.Up,
-		NotReady: local.NotReady, Lease: local.Lease, LeaseValid: local.LeaseValid,
-		Totals: totals(c), Active: c.Active, ActivePerShard: local.ActivePerShard, Kinds: local.Kinds}
+		NotReady: d.NotReady, Lease: local.Lease, LeaseValid: local.LeaseValid,
+		Totals: totals(c), Active: c.Active, ActivePerShard: d.ActivePerShard, Kinds: local.Kinds}
 	if !local.Deadline.IsZero() {
 		rep.Deadline = local.Deadline.UnixMilli()
 	}

@@ -64,6 +64,8 @@ type observer struct {
 	gossip  map[string]string       // ID → gossip state
 	regs    map[string]Registration // ID → registration
 	held    map[uint32]Owner        // last owner seen per shard, kept when freed
+	owners  int                     // shards owned in the last view
+	changed bool                    // the views differed since the last takeChanged
 	lease   int64
 	valid   bool
 	counts  Counters
@@ -109,6 +111,7 @@ func (o *observer) view(v View, now time.Time) []Event {
 		if baseline || prev == m.State {
 			continue
 		}
+		o.changed = true
 		switch {
 		case m.State == GossipAlive && !had:
 			ev(EventJoin, m.ID, "%s joined gossip", m.ID)
@@ -123,6 +126,7 @@ func (o *observer) view(v View, now time.Time) []Event {
 	for id := range o.gossip {
 		if !seen[id] {
 			delete(o.gossip, id)
+			o.changed = true
 		}
 	}
 
@@ -131,6 +135,7 @@ func (o *observer) view(v View, now time.Time) []Event {
 	for _, r := range v.Nodes {
 		regs[r.ID] = r
 		prev, had := o.regs[r.ID]
+		o.changed = o.changed || !had || prev.Lease != r.Lease
 		switch {
 		case baseline:
 		case !had:
@@ -142,6 +147,7 @@ func (o *observer) view(v View, now time.Time) []Event {
 	if !baseline {
 		for id, prev := range o.regs {
 			if _, ok := regs[id]; !ok {
+				o.changed = true
 				ev(EventUnregister, id, "%s's registration ended with lease %x (expired, revoked or released)", id, prev.Lease)
 			}
 		}
@@ -156,6 +162,7 @@ func (o *observer) view(v View, now time.Time) []Event {
 		if baseline || (had && prev == cur) {
 			continue
 		}
+		o.changed = true
 		if len(o.pending) == 0 {
 			o.pendingFrom = now
 		}
@@ -163,10 +170,22 @@ func (o *observer) view(v View, now time.Time) []Event {
 		p := [2]string{prev.Node, cur.Node}
 		o.pending[p] = append(o.pending[p], Move{Shard: s, From: prev.Node, FromEpoch: prev.Epoch, To: cur.Node, ToEpoch: cur.Epoch})
 	}
+	if len(v.Owners) != o.owners {
+		o.changed = true // a shard was freed (or taken)
+		o.owners = len(v.Owners)
+	}
 	if len(o.pending) > 0 && (now.Sub(o.lastMove) >= moveQuiet || now.Sub(o.pendingFrom) >= moveMax) {
 		evs = append(evs, o.flushMoves()...)
 	}
 	return evs
+}
+
+// takeChanged reports whether the views differed (gossip states,
+// registrations, shard owners) since it was last called.
+func (o *observer) takeChanged() bool {
+	c := o.changed
+	o.changed = false
+	return c
 }
 
 // flushMoves reports the pending moves: one event per pair of nodes.

@@ -12,8 +12,13 @@ import (
 // called before the node has started or after it stopped (Local.Up is
 // then false and the views are empty).
 type Source interface {
-	// Local returns the node's own state now.
+	// Local returns the node's own state now. It is cheap: the hub calls
+	// it several times per Interval.
 	Local() Local
+	// Detail returns what costs more to find out about the node: the hub
+	// calls it once per Interval while a page is attached, and once per
+	// report to a peer.
+	Detail() Detail
 	// Counters returns the node's cumulative counters now.
 	Counters() Counters
 	// View returns the cluster as the node sees it now: the registrations
@@ -40,8 +45,6 @@ type Local struct {
 	ID string
 	// Up is true once the node has started, until it stops.
 	Up bool
-	// NotReady says why the node is not ready ("" when ready).
-	NotReady string
 	// Prefix is the cluster's etcd prefix; Shards its shard count.
 	Prefix string
 	Shards int
@@ -55,6 +58,12 @@ type Local struct {
 	AdminAddr string
 	// Kinds names the entity kinds the node hosts.
 	Kinds []string
+}
+
+// Detail is what costs more to find out about a node.
+type Detail struct {
+	// NotReady says why the node is not ready ("" when ready).
+	NotReady string
 	// ActivePerShard counts the node's active entities per shard it serves.
 	ActivePerShard map[uint32]int
 }

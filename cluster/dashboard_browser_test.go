@@ -40,6 +40,7 @@ func chromium(t *testing.T) string {
 // pageState is what the dashboard page shows, read from its DOM.
 type pageState struct {
 	Members map[string]string `json:"members"` // node → state
+	Leases  map[string]string `json:"leases"`  // node → lease shown
 	Shards  []struct {
 		Owner string `json:"o"`
 		Epoch int64  `json:"e"`
@@ -54,6 +55,7 @@ type pageState struct {
 
 const readPage = `(() => ({
   members: Object.fromEntries([...document.querySelectorAll('#members tr[data-member]')].map((r) => [r.dataset.member, r.dataset.state])),
+  leases: Object.fromEntries([...document.querySelectorAll('#members tr[data-member]')].map((r) => [r.dataset.member, r.cells[2].textContent])),
   shards: [...document.querySelectorAll('#shards .cell')].map((c) => ({ o: c.dataset.owner || '', e: Number(c.dataset.epoch || 0) })),
   cards: document.querySelectorAll('#nodes .node-card').length,
   timeline: document.querySelectorAll('#timeline li').length,
@@ -154,6 +156,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if st.Cards != 3 || st.Conn != "live" {
 			return fmt.Errorf("%d node cards, connection %q", st.Cards, st.Conn)
+		}
+		for _, n := range nodes {
+			if want := fmt.Sprintf("%x", n.Placement().Lease()); st.Leases[n.ID()] != want {
+				return fmt.Errorf("%s's lease shown as %q, want %s", n.ID(), st.Leases[n.ID()], want)
+			}
 		}
 		return nil
 	})

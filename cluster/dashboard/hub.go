@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -486,9 +487,11 @@ type Member struct {
 	RemoteAddr string `json:"remote_addr,omitempty"`
 	GossipAddr string `json:"gossip_addr,omitempty"`
 	AdminAddr  string `json:"admin_addr,omitempty"`
-	// Lease is the registration's lease; LeaseTTL its remaining time to
+	// Lease is the registration's lease, in hexadecimal as etcdctl shows
+	// it (a JSON number would lose digits in JavaScript); LeaseTTL its
+	// remaining time to
 	// live in etcd, in seconds (absent when unknown, negative when ended).
-	Lease    int64    `json:"lease,omitempty"`
+	Lease    string   `json:"lease,omitempty"`
 	LeaseTTL *float64 `json:"lease_ttl,omitempty"`
 	// LeaseValid and Deadline (Unix ms) are what the node itself reports
 	// of its lease, when it could be read.
@@ -551,7 +554,7 @@ func (h *Hub) membersLocked(local Local, detail Detail, view View, now time.Time
 		}
 		r, registered := regs[id]
 		if registered {
-			m.Registered, m.Lease = true, r.Lease
+			m.Registered, m.Lease = true, strconv.FormatInt(r.Lease, 16)
 			if ttl, ok := h.ttls[r.Lease]; ok {
 				m.LeaseTTL = &ttl
 			}

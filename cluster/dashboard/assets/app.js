@@ -98,7 +98,10 @@ function fmtSecs(s) {
   if (s < 0) return 'ended';
   return s.toFixed(s < 10 ? 1 : 0) + ' s';
 }
-const hex = (n) => (n ? Number(n).toString(16) : '–');
+function fmtTTL(s) {
+  if (s === undefined || s === null) return '–';
+  return s < 0 ? 'ended' : `${Math.round(s)} s`;
+}
 
 // ---- members ----
 
@@ -112,8 +115,8 @@ function renderMembers() {
     return `<tr data-member="${esc(m.id)}" data-state="${esc(m.state)}" class="${gone ? 'gone' : ''}">
       <td><span class="swatch" style="background:${color(m.id)}"></span><b>${esc(m.id)}</b>${m.self ? '<span class="tag">this node</span>' : ''}${note}</td>
       <td><span class="badge ${esc(m.state)}">${esc(m.state.replace('-', ' '))}</span>${m.gossip && m.gossip !== 'alive' ? `<div class="note">gossip: ${esc(m.gossip)}</div>` : ''}</td>
-      <td class="mono">${m.registered ? hex(m.lease) : '<span class="note">not registered</span>'}</td>
-      <td class="num">${m.registered ? fmtSecs(m.lease_ttl) : '–'}</td>
+      <td class="mono">${m.registered ? esc(m.lease) : '<span class="note">not registered</span>'}</td>
+      <td class="num" title="as etcd reports it, in whole seconds">${m.registered ? fmtTTL(m.lease_ttl) : '–'}</td>
       <td class="num">${valid}</td>
       <td class="num">${m.shards}</td>
       <td class="num">${m.reachable || m.self ? m.active : '–'}</td>
@@ -314,7 +317,7 @@ function renderKinds() {
       <td><b>${esc(k)}</b></td>
       <td><span class="spark">${spark([calls])}<span class="v">${fmtNum(last(calls))}</span></span></td>
       <td><span class="spark">${spark([served], { colors: ['#2e9e6b'] })}<span class="v">${fmtNum(last(served))}</span></span></td>
-      <td><span class="spark">${spark([p99, p50], { colors: ['#d9822b', '#3b6fd8'] })}<span class="v">${fmtNum(last(p50))} · ${fmtNum(last(p99))}</span></span></td>
+      <td><span class="spark">${spark([p99, p50], { colors: ['#d9822b', '#3b6fd8'] })}<span class="v">${p50.length ? `${fmtNum(last(p50))} · ${fmtNum(last(p99))}` : '–'}</span></span></td>
       <td class="errs"><span class="spark">${spark([errs], { colors: ['#d64545'] })}<span class="v">${fmtNum(last(errs))}</span></span>
         <div class="chips" title="outcomes over the window, caller and owner side">${chips}</div></td>
     </tr>`;

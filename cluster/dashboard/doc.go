@@ -9,9 +9,10 @@
 // per Config.Interval and derives events from what the node sees change:
 // gossip states, etcd registrations, shard owners and epochs, its own
 // lease, fenced writes, handoffs and lease revocations. While a page is
-// attached, the Hub also reads every other node's numbers from that
-// node's admin endpoint (GET /dashboard/api/node, addresses from gossip
-// metadata) and the remaining TTL of each registered lease from etcd, so
+// attached, the Hub also reads the numbers of every other node registered
+// in etcd from that node's admin endpoint (GET /dashboard/api/node, at the
+// address the node gossips) and the remaining TTL of each registered
+// lease from etcd, so
 // the page works from any node, and keeps working when a node goes down
 // (it shows as dead or down, its shards as free or owned by others).
 //

@@ -315,8 +315,8 @@ func (h *Hub) aggregate(ctx context.Context, full bool) {
 	var peers []target
 	leases := map[int64]bool{}
 	if full {
-		// Read the nodes gossip shows alive or suspect, and those registered
-		// that gossip does not know yet; not the dead.
+		// Read the registered nodes (etcd is the root of trust: an address
+		// only gossiped is not read) that gossip does not show dead.
 		gossip := map[string]string{}
 		for _, g := range view.Gossip {
 			gossip[g.ID] = g.State
@@ -327,11 +327,9 @@ func (h *Hub) aggregate(ctx context.Context, full bool) {
 			registered[r.ID] = true
 		}
 		for id, k := range h.known {
-			st := gossip[id]
-			alive := st == GossipAlive || st == GossipSuspect || (st == "" && registered[id])
-			if id == local.ID || k.admin == "" || !alive {
+			if id == local.ID || k.admin == "" || !registered[id] || gossip[id] == GossipDead {
 				if nd, ok := h.nodes[id]; ok && id != local.ID {
-					nd.reachable, nd.err = false, "not alive in gossip nor registered"
+					nd.reachable, nd.err = false, "not read: not registered, or dead in gossip"
 				}
 				continue
 			}

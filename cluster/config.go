@@ -47,8 +47,8 @@ type Config struct {
 	// authentication and name the host of the node's advertised remote
 	// address. ordotls.Load reads it from files and re-reads them when
 	// they change; ordotls.NewMaterial and a throw-away ordotls.CA give
-	// fixed material. Handlers' callers are identified by their
-	// certificate's subject common name.
+	// fixed material. The node knows each caller by its certificate's
+	// subject common name (for authorization; handlers do not see it yet).
 	TLS ordotls.Source
 	// Insecure runs the transport in plaintext: anyone who can reach the
 	// port can call any entity, and traffic can be read and altered on the

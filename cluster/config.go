@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -212,6 +213,13 @@ const enforceTLSChoice = false
 // one place where it will be. Meanwhile such a config runs in plaintext
 // and warnPlaintext says so.
 func requireTLSChoice(src ordotls.Source, insecure bool) error {
+	if src != nil {
+		// A nil *ordotls.Reloader from a failed Load, stored unchecked,
+		// is a non-nil Source that cannot serve.
+		if v := reflect.ValueOf(src); v.Kind() == reflect.Pointer && v.IsNil() {
+			return errors.New("cluster: TLS is a nil " + v.Type().String() + " (was its loading error ignored?)")
+		}
+	}
 	if src != nil && insecure {
 		return errors.New("cluster: TLS and Insecure are both set")
 	}

@@ -118,9 +118,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 }
 
 func (e *benchEnv) dialB(b *testing.B) actors.Invoker {
-	cfg := cluster.DefaultClientConfig()
-	cfg.Prefix = e.prefix
-	cfg.Logger = testutil.Logger()
+	cfg := e.clientConfig()
 	c, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -145,6 +143,7 @@ func BenchmarkFailover(b *testing.B) {
 		cfg.Placement.Prefix = e.prefix
 		cfg.Placement.Shards = e.shards
 		cfg.Logger = testutil.Logger()
+		cfg.TLS = nodeTLS(id)
 		if len(e.nodes) > 0 {
 			cfg.Join = []string{e.nodes[0].GossipAddr()}
 		}
@@ -170,9 +169,7 @@ func BenchmarkFailover(b *testing.B) {
 			cancel()
 		}
 	}()
-	cfg := cluster.DefaultClientConfig()
-	cfg.Prefix = e.prefix
-	cfg.Logger = testutil.Logger()
+	cfg := e.clientConfig()
 	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -256,9 +253,7 @@ func BenchmarkHandoff(b *testing.B) {
 			cancel()
 		}
 	}()
-	cfg := cluster.DefaultClientConfig()
-	cfg.Prefix = e.prefix
-	cfg.Logger = testutil.Logger()
+	cfg := e.clientConfig()
 	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,6 +23,16 @@ type ClientConfig struct {
 	Shards uint32
 	// EtcdDialTimeout bounds connecting to etcd. Default 5s.
 	EtcdDialTimeout time.Duration
+	// TLS secures calls with mutual TLS (TLS 1.3): the client presents
+	// its certificate (client authentication suffices, see
+	// ordotls.CA.IssueClient) and verifies each node's against the
+	// source's CAs and the address it dials. Nodes see the client as its
+	// certificate's subject common name. See Config.TLS.
+	TLS ordotls.Source
+	// Insecure calls in plaintext, as nodes without TLS expect; Dial logs
+	// a warning. It excludes TLS. A config that sets neither is, for now,
+	// run as Insecure, with the same warning; it will be refused.
+	Insecure bool
 	// Retry is how calls are retried.
 	Retry RetryPolicy
 	// Logger receives the client's logs, its etcd client's included.
@@ -56,9 +67,13 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 	if cfg.EtcdDialTimeout <= 0 {
 		return nil, errors.New("cluster: Dial: EtcdDialTimeout must be positive")
 	}
+	if err := requireTLSChoice(cfg.TLS, cfg.Insecure); err != nil {
+		return nil, err
+	}
 	if err := cfg.Retry.validate(); err != nil {
 		return nil, err
 	}
+	warnPlaintext(cfg.Logger, cfg.TLS, cfg.Insecure)
 	c := &Client{}
 	defer func() {
 		if err != nil {
@@ -81,7 +96,7 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 	if err = c.table.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
-	c.tr = newTransport(cfg.Logger)
+	c.tr = newTransport(cfg.Logger, cfg.TLS)
 	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger}
 	return c, nil
 }

@@ -26,6 +26,18 @@
 // flush, stop entities) before releasing its lock; callers see retries,
 // not failures.
 //
+// Security: with Config.TLS (nodes) and ClientConfig.TLS (clients), every
+// connection of the transport, node to node and client to node, is mutual
+// TLS 1.3 with material from package ordotls: a node accepts only callers
+// whose certificate its CAs issued, and a caller accepts only a node whose
+// certificate its CAs issued for the address it dials. Material loaded
+// from files (ordotls.Load) is re-read when they change, so certificates
+// and CAs rotate without a restart. A node knows each caller by its
+// certificate's subject common name, the identity authorization will use.
+// Config.Insecure and ClientConfig.Insecure run in plaintext instead, and
+// say so in a warning at start; a config that sets neither is, for now,
+// run in plaintext with the same warning, and will be refused.
+//
 // Readiness: Node.Readiness, Ready and WaitReady say whether a node holds a
 // valid lease, is registered, serves every shard it holds and has taken
 // its share of the free shards; the admin endpoint answers /readyz from

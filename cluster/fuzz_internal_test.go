@@ -18,11 +18,12 @@ import (
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 )
 
-// fuzzNode starts one node owning every shard.
+// fuzzNode starts one node owning every shard, with mutual TLS from
+// testCA.
 func fuzzNode(tb testing.TB) *Node {
 	tb.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -39,6 +40,7 @@ func fuzzNode(tb testing.TB) *Node {
 	cfg.Placement.Prefix = "/ordo/fuzz"
 	cfg.Placement.Shards = 4
 	cfg.Logger = quiet
+	cfg.TLS = nodeTLS(tb, "fz")
 	n, err := New(cfg, echoKind)
 	if err != nil {
 		tb.Fatal(err)
@@ -60,11 +62,16 @@ func fuzzNode(tb testing.TB) *Node {
 	return n
 }
 
-// rawConn is a plain gRPC connection to a node's transport port: a caller
-// that is not ordo, free to send anything.
+// rawConn is a plain gRPC connection to a node's transport port, with a
+// client certificate from testCA: a caller that is not ordo, free to send
+// anything.
 func rawConn(tb testing.TB, addr string) *grpc.ClientConn {
 	tb.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS(tb, "fuzzer").ClientConfig(host))))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -179,7 +186,7 @@ func TestTransportSurvivesGarbage(t *testing.T) {
 		return b
 	}
 
-	// Bytes that are not HTTP/2 at all.
+	// Bytes that are not TLS at all.
 	for i := 0; i < 20; i++ {
 		c, err := net.Dial("tcp", n.tr.bound)
 		if err != nil {

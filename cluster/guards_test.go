@@ -7,12 +7,14 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
@@ -92,4 +94,15 @@ func TestGuardPausedReadNotAnsweredAfterShardMoved(t *testing.T) {
 		t.Fatalf("the paused node answered the read OK with %d after its shard moved (the new owner has 101)", got.Value)
 	}
 	require.True(t, actors.Retryable(actors.ErrorFromProto(r.GetError())), "late reply %v", r)
+}
+
+// A TLS source that is a nil pointer (a Load error ignored) is refused by
+// validation instead of failing every handshake later.
+func TestNilTLSSourceRefused(t *testing.T) {
+	var r *ordotls.Reloader
+	cfg := cluster.DefaultLocalConfig()
+	cfg.NodeID, cfg.EtcdEndpoints, cfg.Store, cfg.TLS = "n1", []string{"127.0.0.1:1"}, memory.New(), r
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "nil *ordotls.Reloader") {
+		t.Fatalf("Validate with a nil *Reloader: %v", err)
+	}
 }

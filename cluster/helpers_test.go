@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	"github.com/ordo-actors/ordo/placement"
@@ -45,15 +47,46 @@ func startEtcd(t testing.TB) *etcdembed.Server {
 
 var prefixSeq atomic.Int64
 
-// env is one test cluster: an etcd, a store, a prefix, and nodes.
+// testCA is the throw-away CA of the test clusters: their nodes and
+// clients talk mutual TLS with certificates it issues.
+var testCA = sync.OnceValue(func() *ordotls.CA {
+	ca, err := ordotls.NewCA("cluster-test-ca")
+	if err != nil {
+		panic(err)
+	}
+	return ca
+})
+
+// nodeTLS returns a node certificate from testCA, for 127.0.0.1, ::1 and
+// localhost.
+func nodeTLS(name string) *ordotls.Material {
+	m, err := testCA().Node(name)
+	if err != nil {
+		panic(fmt.Sprintf("issuing a test certificate: %v", err))
+	}
+	return m
+}
+
+// clientTLS returns a client certificate from testCA.
+func clientTLS(name string) *ordotls.Material {
+	m, err := testCA().Client(name)
+	if err != nil {
+		panic(fmt.Sprintf("issuing a test certificate: %v", err))
+	}
+	return m
+}
+
+// env is one test cluster: an etcd, a store, a prefix, and nodes. Its
+// nodes and clients talk mutual TLS (testCA), or plaintext if insecure.
 type env struct {
-	t      *testing.T
-	etcd   *etcdembed.Server
-	store  persistence.Store
-	prefix string
-	shards uint32
-	nodes  []*cluster.Node
-	faults *cluster.GossipFaults
+	t        *testing.T
+	etcd     *etcdembed.Server
+	store    persistence.Store
+	prefix   string
+	shards   uint32
+	nodes    []*cluster.Node
+	faults   *cluster.GossipFaults
+	insecure bool
 }
 
 // newEnv starts an etcd; with a nil store, the cluster keeps its entities
@@ -87,8 +120,27 @@ func (e *env) config(id string) cluster.Config {
 	cfg.Placement.Shards = e.shards
 	cfg.Logger = testutil.Logger()
 	cfg.GossipFaults = e.faults
+	if e.insecure {
+		cfg.Insecure = true
+	} else {
+		cfg.TLS = nodeTLS(id)
+	}
 	if len(e.nodes) > 0 {
 		cfg.Join = []string{e.nodes[0].GossipAddr()}
+	}
+	return cfg
+}
+
+// clientConfig returns the configuration of a client of the cluster,
+// named "client" by its certificate.
+func (e *env) clientConfig() cluster.ClientConfig {
+	cfg := cluster.DefaultClientConfig()
+	cfg.Prefix = e.prefix
+	cfg.Logger = testutil.Logger()
+	if e.insecure {
+		cfg.Insecure = true
+	} else {
+		cfg.TLS = clientTLS("client")
 	}
 	return cfg
 }
@@ -172,9 +224,7 @@ func (e *env) converged(nodes ...*cluster.Node) {
 
 func (e *env) dial() *cluster.Client {
 	e.t.Helper()
-	cfg := cluster.DefaultClientConfig()
-	cfg.Prefix = e.prefix
-	cfg.Logger = testutil.Logger()
+	cfg := e.clientConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := cluster.Dial(ctx, e.etcd.Endpoints(), cfg)

@@ -13,7 +13,7 @@ import (
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 )
 
 // tallyKind is the kind a rolling deploy adds.
@@ -103,7 +103,7 @@ func TestNodeWithoutKindAnswersRetryable(t *testing.T) {
 	e.startKinds(e.config("n1"), counterKind, tallyKind)
 	n2 := e.startKinds(e.config("n2"), counterKind)
 	e.converged(e.nodes...)
-	conn, err := grpc.NewClient(n2.RemoteAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(n2.RemoteAddr(), grpc.WithTransportCredentials(credentials.NewTLS(clientTLS("client").ClientConfig("127.0.0.1"))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		n.ownEtcd = true
 	}
-	if n.tr, err = startTransport(n.cfg.RemoteAddr, n.cfg.AdvertiseRemoteAddr, n.log); err != nil {
+	warnPlaintext(n.log, n.cfg.TLS, n.cfg.Insecure)
+	if n.tr, err = startTransport(n.cfg.RemoteAddr, n.cfg.AdvertiseRemoteAddr, n.log, n.cfg.TLS); err != nil {
 		return err
 	}
 
@@ -504,7 +505,14 @@ func (p placementHost) Lost(shards []uint32) {
 
 // serveRemote hands an envelope that arrived over the transport to the
 // host; the reply goes back on the stream it came from.
-func (n *Node) serveRemote(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+//
+// caller is the sending process as the transport authenticated it: the
+// subject common name of its verified certificate (Config.TLS), "" in
+// plaintext. It is the hook for authorization: deciding here which
+// callers may send what (a kind declaring the messages external callers
+// may send, nodes told from clients) keeps it out of the entity runtime.
+// Nothing is refused on it yet.
+func (n *Node) serveRemote(caller string, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	kind := env.GetTarget().GetKind()
 	if !n.router.hosts(kind) {
 		// The caller's table said this node owns the shard, or it did not

@@ -219,7 +219,8 @@ func TestAdminHandlerOutsideStartShutdown(t *testing.T) {
 }
 
 // A node and its embedded etcd, started, called and stopped normally, log
-// nothing above info, the etcd client's and server's logs included.
+// nothing above info, the etcd client's and server's logs included (the
+// node and its client use TLS: plaintext is worth a warning).
 func TestNormalRunLogsNothingAboveInfo(t *testing.T) {
 	rec := testutil.NewRecorder()
 	log := slog.New(rec)
@@ -234,6 +235,7 @@ func TestNormalRunLogsNothingAboveInfo(t *testing.T) {
 	cfg.Placement.Shards = 8
 	cfg.Logger = log
 	cfg.AdminAddr = "127.0.0.1:0"
+	cfg.TLS = nodeTLS("n1")
 	n, err := cluster.New(cfg, counterKind)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(ctx))
@@ -243,6 +245,7 @@ func TestNormalRunLogsNothingAboveInfo(t *testing.T) {
 	ccfg := cluster.DefaultClientConfig()
 	ccfg.Prefix = cfg.Placement.Prefix
 	ccfg.Logger = log
+	ccfg.TLS = clientTLS("client")
 	client, err := cluster.Dial(ctx, srv.Endpoints(), ccfg)
 	require.NoError(t, err)
 	_, err = cluster.Call[*testpb.Value](ctx, client, counter("a"), &testpb.Add{Delta: 1})

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -35,20 +38,29 @@ const (
 	maxEnvelopeBytes = maxFrameBytes - 4<<10
 	// frameBytes is where a sender starts a new frame.
 	frameBytes = 1 << 20
+	// handshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface, so that connections that never finish one do not pile up.
+	handshakeTimeout = 10 * time.Second
 )
 
 // serveFunc hands an envelope that arrived from the network to the local
-// host; reply must be called exactly once, from any goroutine.
-type serveFunc func(env *ordopb.Envelope, reply func(*ordopb.Reply))
+// host; reply must be called exactly once, from any goroutine. caller is
+// the subject common name of the certificate the sending process
+// presented and the transport verified (mutual TLS), "" without TLS: who
+// is calling, for authorization to decide on.
+type serveFunc func(caller string, env *ordopb.Envelope, reply func(*ordopb.Reply))
 
 // transport is ordo's gRPC transport (service ordo.v1.Transport). Every
 // process can call: it keeps one long-lived stream per peer address, sends
 // frames of calls on it and matches results to calls by the stream's call
 // ID and the envelope's request ID. Nodes also listen and serve. Nothing
 // that arrives from the network reaches anything but the host's Submit,
-// and every undecodable frame ends its stream. Safe for concurrent use.
+// and every undecodable frame ends its stream. With TLS, every connection
+// either way is mutual TLS from the source's material (see package
+// ordotls); without, plaintext. Safe for concurrent use.
 type transport struct {
 	log      *slog.Logger
+	tls      ordotls.Source // nil: plaintext
 	dialOpts []grpc.DialOption
 
 	// Serving side (nodes only).
@@ -63,12 +75,13 @@ type transport struct {
 	closed  bool
 }
 
-// newTransport returns a transport that can call but does not listen.
-func newTransport(log *slog.Logger) *transport {
+// newTransport returns a transport that can call but does not listen. It
+// dials with mutual TLS from src, or in plaintext when src is nil.
+func newTransport(log *slog.Logger, src ordotls.Source) *transport {
 	return &transport{
 		log: log,
+		tls: src,
 		dialOpts: []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFrameBytes), grpc.MaxCallSendMsgSize(maxFrameBytes)),
 			// A dead peer is reported quickly: ordo's router retries and
 			// follows the placement table, so waiting buys nothing.
@@ -88,8 +101,9 @@ func newTransport(log *slog.Logger) *transport {
 // startTransport returns a transport listening on addr ("host:port", port
 // 0 for a free one). advertise, if not "", is the address peers are told
 // to call instead (it must reach addr); the transport's addr is then
-// advertise. It serves nothing until serve is called.
-func startTransport(addr, advertise string, log *slog.Logger) (*transport, error) {
+// advertise. It serves nothing until serve is called. With src, it serves
+// and dials mutual TLS only; with nil, plaintext only.
+func startTransport(addr, advertise string, log *slog.Logger, src ordotls.Source) (*transport, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("cluster: remote address %q: %w", addr, err)
 	}
@@ -97,7 +111,7 @@ func startTransport(addr, advertise string, log *slog.Logger) (*transport, error
 	if err != nil {
 		return nil, fmt.Errorf("cluster: remote address %q: %w", addr, err)
 	}
-	t := newTransport(log)
+	t := newTransport(log, src)
 	t.ln = ln
 	t.bound = ln.Addr().String()
 	t.addr = t.bound
@@ -110,11 +124,16 @@ func startTransport(addr, advertise string, log *slog.Logger) (*transport, error
 // serve starts answering calls with fn. Connections that arrived before
 // wait in the listener's backlog.
 func (t *transport) serve(fn serveFunc) {
-	t.srv = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxFrameBytes),
 		grpc.MaxSendMsgSize(maxFrameBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
-	)
+		grpc.ConnectionTimeout(handshakeTimeout),
+	}
+	if t.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(t.tls.ServerConfig())))
+	}
+	t.srv = grpc.NewServer(opts...)
 	ordopb.RegisterTransportServer(t.srv, &transportServer{t: t, fn: fn})
 	go func() { _ = t.srv.Serve(t.ln) }()
 }
@@ -161,7 +180,7 @@ func (t *transport) peer(addr string) (*peer, error) {
 	if p := t.peers[addr]; p != nil {
 		return p, nil
 	}
-	conn, err := grpc.NewClient(addr, t.dialOpts...)
+	conn, err := grpc.NewClient(addr, append(t.dialOpts[:len(t.dialOpts):len(t.dialOpts)], t.credentials(addr))...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errUnreachable, addr, err)
 	}
@@ -171,6 +190,20 @@ func (t *transport) peer(addr string) (*peer, error) {
 	t.peers[addr] = p
 	go p.run()
 	return p, nil
+}
+
+// credentials returns how to secure connections to addr: mutual TLS that
+// verifies the server's certificate against addr's host (a name or an IP
+// address), or plaintext.
+func (t *transport) credentials(addr string) grpc.DialOption {
+	if t.tls == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(t.tls.ClientConfig(host)))
 }
 
 // dropPeer forgets p if it is still addr's connection.
@@ -380,7 +413,8 @@ type transportServer struct {
 // host, and each result leaves, batched with whatever else is ready, as
 // soon as the host answers. A frame that cannot be decoded ends the stream.
 func (s *transportServer) Calls(stream ordopb.Transport_CallsServer) error {
-	ss := newServerStream()
+	ss := newServerStream(callerOf(stream.Context()))
+	s.t.log.Debug("transport: stream opened", "caller", ss.caller)
 	if !s.t.track(ss, true) {
 		return ErrClosed
 	}
@@ -419,7 +453,7 @@ func (s *transportServer) receive(stream ordopb.Transport_CallsServer, ss *serve
 				continue
 			}
 			ss.begin()
-			s.fn(env, func(rep *ordopb.Reply) { ss.put(&ordopb.Result{Id: id, Reply: rep}, true) })
+			s.fn(ss.caller, env, func(rep *ordopb.Reply) { ss.put(&ordopb.Result{Id: id, Reply: rep}, true) })
 		}
 	}
 }
@@ -440,10 +474,26 @@ func (t *transport) track(s *serverStream, add bool) bool {
 	return true
 }
 
+// callerOf returns the subject common name of the certificate the peer of
+// a stream presented, if the transport verified one (mutual TLS), and ""
+// otherwise.
+func callerOf(ctx context.Context) string {
+	p, ok := grpcpeer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return info.State.VerifiedChains[0][0].Subject.CommonName
+}
+
 // serverStream is the answering side of one stream: the results the host
 // produced and not yet sent, and the calls it still owes.
 type serverStream struct {
-	wake chan struct{}
+	caller string // the peer's verified identity (callerOf); fixed
+	wake   chan struct{}
 
 	mu       sync.Mutex
 	queue    []*ordopb.Result
@@ -453,8 +503,8 @@ type serverStream struct {
 	changed  chan struct{} // closed, and replaced, when the above change
 }
 
-func newServerStream() *serverStream {
-	return &serverStream{wake: make(chan struct{}, 1), changed: make(chan struct{})}
+func newServerStream(caller string) *serverStream {
+	return &serverStream{caller: caller, wake: make(chan struct{}, 1), changed: make(chan struct{})}
 }
 
 // notify wakes flush's waiters; the caller holds mu.

@@ -77,7 +77,7 @@ func TestTransportIgnoresForgedResults(t *testing.T) {
 			echoed(c, c.GetEnvelope().GetRequestId()),
 		}
 	}})
-	tr := newTransport(quietLog())
+	tr := newTransport(quietLog(), nil)
 	defer tr.close(true)
 	ctx := context.Background()
 	for _, id := range []string{"r1", "r2", "r3"} {
@@ -108,7 +108,7 @@ func TestTransportPeerFailure(t *testing.T) {
 		return []*ordopb.Result{echoed(c, c.GetEnvelope().GetRequestId())}
 	}})
 	defer close(block)
-	tr := newTransport(quietLog())
+	tr := newTransport(quietLog(), nil)
 	defer tr.close(true)
 	ctx := context.Background()
 	if _, err := tr.request(ctx, addr, &ordopb.Envelope{RequestId: "r1"}); err != nil {
@@ -150,7 +150,7 @@ func TestTransportRefusesOversizedEnvelope(t *testing.T) {
 		sent++
 		return []*ordopb.Result{echoed(c, c.GetEnvelope().GetRequestId())}
 	}})
-	tr := newTransport(quietLog())
+	tr := newTransport(quietLog(), nil)
 	defer tr.close(true)
 	rep, err := tr.request(context.Background(), addr, &ordopb.Envelope{RequestId: strings.Repeat("x", maxEnvelopeBytes)})
 	if err != nil {

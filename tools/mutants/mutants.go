@@ -311,4 +311,51 @@ var mutants = []Mutant{
 		Repl:  `if missing > 0 {`,
 		Pkgs:  []string{"./examples/bank/check"},
 	},
+	// ---- ordotls and the transport: mutual TLS ----
+	{
+		Name:  "ordotls/require-client-cert",
+		Guard: "security: a node accepts only callers with a certificate its CAs issued",
+		File:  "ordotls/material.go",
+		Orig: `		ClientAuth:             tls.RequireAndVerifyClientCert,
+		ClientCAs:              pool,`,
+		Repl: `		ClientAuth:             tls.RequestClientCert,
+		ClientCAs:              pool,`,
+		Pkgs: []string{"./ordotls"},
+	},
+	{
+		Name:  "ordotls/server-name",
+		Guard: "security: a caller accepts only a node whose certificate names the address it dialed",
+		File:  "ordotls/material.go",
+		Orig:  `		DNSName:       serverName,`,
+		Repl:  `		DNSName:       "",`,
+		Pkgs:  []string{"./ordotls"},
+	},
+	{
+		Name:  "ordotls/no-server-name",
+		Guard: "security: a client configuration without a server name refuses every server instead of skipping the host check",
+		File:  "ordotls/material.go",
+		Orig:  `	if serverName == "" {`,
+		Repl:  `	if false {`,
+		Pkgs:  []string{"./ordotls"},
+	},
+	{
+		Name:  "ordotls/server-ca",
+		Guard: "security: a caller verifies the node's certificate against its CAs",
+		File:  "ordotls/material.go",
+		Orig: `	if _, err := chain[0].Verify(opts); err != nil {
+		return fmt.Errorf("ordotls: server certificate: %w", err)
+	}`,
+		Repl: `	if _, err := chain[0].Verify(opts); err != nil && false {
+		return fmt.Errorf("ordotls: server certificate: %w", err)
+	}`,
+		Pkgs: []string{"./ordotls"},
+	},
+	{
+		Name:  "cluster/caller-identity",
+		Guard: "security: what a node serves learns its caller's verified certificate subject (the authorization hook)",
+		File:  "cluster/transport.go",
+		Orig:  `	ss := newServerStream(callerOf(stream.Context()))`,
+		Repl:  `	ss := newServerStream("")`,
+		Pkgs:  []string{"./cluster"},
+	},
 }

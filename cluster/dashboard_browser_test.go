@@ -46,6 +46,7 @@ type pageState struct {
 		Epoch int64  `json:"e"`
 	} `json:"shards"`
 	Cards    int    `json:"cards"`
+	Kinds    int    `json:"kinds"` // rows of calls by kind: samples arrived
 	Timeline int    `json:"timeline"`
 	Conn     string `json:"conn"`
 	Error    string `json:"error"`
@@ -58,6 +59,7 @@ const readPage = `(() => ({
   leases: Object.fromEntries([...document.querySelectorAll('#members tr[data-member]')].map((r) => [r.dataset.member, r.cells[2].textContent])),
   shards: [...document.querySelectorAll('#shards .cell')].map((c) => ({ o: c.dataset.owner || '', e: Number(c.dataset.epoch || 0) })),
   cards: document.querySelectorAll('#nodes .node-card').length,
+  kinds: document.querySelectorAll('#kinds tr[data-kind]').length,
   timeline: document.querySelectorAll('#timeline li').length,
   conn: document.getElementById('conn-text').textContent,
   error: document.getElementById('page-error').hidden ? '' : document.getElementById('page-error').textContent,
@@ -154,8 +156,8 @@ func TestDashboardInBrowser(t *testing.T) {
 				return fmt.Errorf("shard %d shown without owner or epoch: %+v", s, c)
 			}
 		}
-		if st.Cards != 3 || st.Conn != "live" {
-			return fmt.Errorf("%d node cards, connection %q", st.Cards, st.Conn)
+		if st.Cards != 3 || st.Kinds == 0 || st.Conn != "live" {
+			return fmt.Errorf("%d node cards, %d kinds with calls, connection %q", st.Cards, st.Kinds, st.Conn)
 		}
 		for _, n := range nodes {
 			if want := fmt.Sprintf("%x", n.Placement().Lease()); st.Leases[n.ID()] != want {

@@ -71,6 +71,15 @@ func (k Keys) Shard(n uint32) string { return k.ShardsPrefix() + strconv.FormatU
 // Root returns P/ (every key of the cluster).
 func (k Keys) Root() string { return k.prefix + "/" }
 
+// tableRange is the key range a Table lists and watches: from the node
+// entries to the end of the shard entries ("nodes/" sorts before
+// "shards/"). It leaves out whatever else lives under the prefix, such as
+// an etcd store's entity records under P/store/, whose every write would
+// otherwise reach every table.
+func (k Keys) tableRange() (start, end string) {
+	return k.NodesPrefix(), clientv3.GetPrefixRangeEnd(k.ShardsPrefix())
+}
+
 // parseShard returns the shard number of a P/shards/<n> key.
 func (k Keys) parseShard(key string) (uint32, bool) {
 	rest, ok := strings.CutPrefix(key, k.ShardsPrefix())

@@ -30,6 +30,7 @@ type Table struct {
 	shards map[uint32]Owner
 	nodes  map[string]NodeInfo
 	subs   map[chan struct{}]struct{}
+	notes  int64 // notifications sent (tests count them)
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
@@ -155,6 +156,7 @@ func (t *Table) Subscribe() (<-chan struct{}, func()) {
 
 // notify must be called with t.mu held.
 func (t *Table) notify() {
+	t.notes++
 	for ch := range t.subs {
 		select {
 		case ch <- struct{}{}:
@@ -164,7 +166,8 @@ func (t *Table) notify() {
 }
 
 func (t *Table) relist(ctx context.Context) error {
-	resp, err := t.client.Get(ctx, t.keys.Root(), clientv3.WithPrefix())
+	start, end := t.keys.tableRange()
+	resp, err := t.client.Get(ctx, start, clientv3.WithRange(end))
 	if err != nil {
 		return fmt.Errorf("placement: list %s: %w", t.keys.Root(), err)
 	}
@@ -180,29 +183,37 @@ func (t *Table) relist(ctx context.Context) error {
 	return nil
 }
 
-func (t *Table) applyPut(shards map[uint32]Owner, nodes map[string]NodeInfo, key string, val []byte, crev, lease int64) {
+// applyPut applies a put of key and reports whether key is a shard or
+// node entry (anything else in the watched range changes nothing).
+func (t *Table) applyPut(shards map[uint32]Owner, nodes map[string]NodeInfo, key string, val []byte, crev, lease int64) bool {
 	if n, ok := t.keys.parseShard(key); ok {
 		shards[n] = Owner{NodeID: string(val), Epoch: crev, Lease: lease}
-		return
+		return true
 	}
 	if id, ok := strings.CutPrefix(key, t.keys.NodesPrefix()); ok {
 		ni, err := decodeNodeInfo(id, val)
 		if err != nil {
 			t.log.Warn("placement: ignoring node entry", "key", key, "err", err)
-			return
+			return false
 		}
 		nodes[id] = ni
+		return true
 	}
+	return false
 }
 
-func (t *Table) applyDelete(shards map[uint32]Owner, nodes map[string]NodeInfo, key string) {
+// applyDelete applies a delete of key and reports whether key is a shard
+// or node entry.
+func (t *Table) applyDelete(shards map[uint32]Owner, nodes map[string]NodeInfo, key string) bool {
 	if n, ok := t.keys.parseShard(key); ok {
 		delete(shards, n)
-		return
+		return true
 	}
 	if id, ok := strings.CutPrefix(key, t.keys.NodesPrefix()); ok {
 		delete(nodes, id)
+		return true
 	}
+	return false
 }
 
 func (t *Table) run(ctx context.Context) {
@@ -234,7 +245,8 @@ func (t *Table) run(ctx context.Context) {
 func (t *Table) watch(ctx context.Context) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := t.client.Watch(wctx, t.keys.Root(), clientv3.WithPrefix(), clientv3.WithRev(t.Revision()+1))
+	start, end := t.keys.tableRange()
+	wch := t.client.Watch(wctx, start, clientv3.WithRange(end), clientv3.WithRev(t.Revision()+1))
 	for resp := range wch {
 		if resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
 			t.log.Debug("placement: watch ended", "err", resp.Err(), "compacted", resp.CompactRevision)
@@ -244,16 +256,19 @@ func (t *Table) watch(ctx context.Context) {
 			continue
 		}
 		t.mu.Lock()
+		changed := false
 		for _, ev := range resp.Events {
 			key := string(ev.Kv.Key)
 			if ev.Type == mvccpb.DELETE {
-				t.applyDelete(t.shards, t.nodes, key)
+				changed = t.applyDelete(t.shards, t.nodes, key) || changed
 			} else {
-				t.applyPut(t.shards, t.nodes, key, ev.Kv.Value, ev.Kv.CreateRevision, ev.Kv.Lease)
+				changed = t.applyPut(t.shards, t.nodes, key, ev.Kv.Value, ev.Kv.CreateRevision, ev.Kv.Lease) || changed
 			}
 		}
 		t.rev = max(t.rev, resp.Events[len(resp.Events)-1].Kv.ModRevision)
-		t.notify()
+		if changed {
+			t.notify()
+		}
 		t.mu.Unlock()
 	}
 }

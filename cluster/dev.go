@@ -142,7 +142,8 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 }
 
 // Invoke implements actors.Invoker: it delivers env to its entity and
-// retries retryable outcomes, with the same envelope, until ctx ends.
+// retries retryable outcomes, with the same envelope, as the RetryPolicy
+// allows (until ctx ends or MaxAttempts attempts were made).
 func (d *Dev) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	return d.invoke(ctx, env, true)
 }

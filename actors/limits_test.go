@@ -514,3 +514,24 @@ func TestLimitConfigValidation(t *testing.T) {
 		require.ErrorContains(t, cfg.Validate(), name)
 	}
 }
+
+// The too-large code and the retry-after hint cross the wire.
+func TestLimitErrorsOnTheWire(t *testing.T) {
+	p := actors.ErrorToProto(fmt.Errorf("saving: %w", persistence.ErrTooLarge))
+	require.Equal(t, ordopb.Code_CODE_TOO_LARGE, p.GetCode())
+	err := actors.ErrorFromProto(p)
+	require.ErrorIs(t, err, actors.ErrTooLarge)
+	require.ErrorIs(t, err, actors.ErrBadRequest)
+	require.False(t, actors.Retryable(err))
+
+	p = actors.ErrorToProto(&actors.Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: "busy", RetryAfter: 150 * time.Millisecond})
+	require.EqualValues(t, 150, p.GetRetryAfterMillis())
+	err = actors.ErrorFromProto(p)
+	require.True(t, actors.Retryable(err))
+	require.Equal(t, 150*time.Millisecond, actors.RetryAfter(fmt.Errorf("call: %w", err)))
+	require.Zero(t, actors.RetryAfter(actors.ErrUnavailable))
+
+	// A peer cannot make a caller wait for ever.
+	err = actors.ErrorFromProto(&ordopb.Error{Code: ordopb.Code_CODE_UNAVAILABLE, RetryAfterMillis: 1 << 60})
+	require.Equal(t, time.Hour, actors.RetryAfter(err))
+}

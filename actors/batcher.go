@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ type pending struct {
 	expect int       // co-located writes still expected to join
 	linger time.Time // when to stop waiting for them
 	done   []func(error)
+	// limit, when positive, is the most records of the write's shard a
+	// Save may carry with it: the store refused a larger group as too
+	// large (see run).
+	limit int
 }
 
 // colocateLinger bounds how long a write waits for the writes of the
@@ -89,6 +94,17 @@ func (p *pending) ready(inBatch map[*entry]uint64) bool {
 		}
 	}
 	return true
+}
+
+// groupSize returns how many records of shard batch holds.
+func groupSize(batch []*pending, shard uint32) int {
+	n := 0
+	for _, p := range batch {
+		if p.w.shard == shard {
+			n++
+		}
+	}
+	return n
 }
 
 type poison struct {
@@ -125,6 +141,12 @@ type BatchStats struct {
 	Fenced uint64
 	// Failed is the number of records whose Save failed otherwise.
 	Failed uint64
+	// TooLarge is the number of records the store refused as too large
+	// (persistence.ErrTooLarge), each alone in its shard's group: their
+	// entities restart, their shards are not affected. Records refused
+	// only as part of a larger group are sent again in smaller groups, and
+	// not counted.
+	TooLarge uint64
 	// Encodes is the number of records encoded: one per record a Save
 	// carries, however many writes of the entity it covers.
 	Encodes uint64
@@ -134,6 +156,14 @@ type BatchStats struct {
 // Up to BatchMaxInFlight Saves run at once, but an entity is never in two
 // of them: its writes become durable in the order they were made, and a
 // newer queued snapshot of an entity replaces an older queued one.
+//
+// A store outcome matching persistence.ErrTooLarge for a shard is a
+// deterministic refusal: nothing of the shard's group was written. A group
+// of several records goes again in groups of half its size (the group may
+// only be too large as a whole: more records than one etcd transaction
+// holds); a record refused alone fails, with every later write of its
+// entity, and nothing else. Any other failure poisons the entity as well,
+// and its entity then gives the shard up.
 type batcher struct {
 	store       persistence.Store
 	maxRecords  int
@@ -309,6 +339,44 @@ func (b *batcher) run(parent context.Context) {
 		}
 		return false
 	}
+	// requeue puts back the writes of a group the store refused as too
+	// large, each to go in a group of at most limit records of its shard.
+	// A newer queued write of the same entity takes the place of one (it
+	// covers it); one a cancel waits for is withdrawn.
+	requeue := func(ps []*pending, limit int) {
+		var front []Ref
+		for _, p := range ps {
+			ref := p.w.ref
+			p.expect, p.limit = 0, limit
+			q, queued := queue[ref]
+			if slices.ContainsFunc(waiting, func(r cancelReq) bool { return matches(r, p) }) ||
+				queued && q.w.epoch != p.w.epoch {
+				for _, d := range p.done {
+					d(errWriteCanceled)
+				}
+				continue
+			}
+			if queued {
+				q.after = append(p.after, q.after...)
+				q.done = append(p.done, q.done...)
+				if q.limit == 0 || limit < q.limit {
+					q.limit = limit
+				}
+				continue
+			}
+			queue[ref] = p
+			front = append(front, ref)
+			bytes += p.w.size
+		}
+		if len(order) == 0 {
+			firstQueued = time.Now()
+		}
+		order = append(front, order...)
+	}
+	type shardGroup struct {
+		epoch    int64
+		n, limit int
+	}
 	flush := func() bool {
 		n := len(order)
 		if n > b.maxRecords {
@@ -316,7 +384,7 @@ func (b *batcher) run(parent context.Context) {
 		}
 		size := 0
 		batch := make([]*pending, 0, n)
-		epochs := make(map[uint32]int64)
+		groups := make(map[uint32]shardGroup)
 		var inBatch map[*entry]uint64
 		var rest []Ref
 		i := 0
@@ -334,7 +402,13 @@ func (b *batcher) run(parent context.Context) {
 			// One epoch per shard in a Save: the outcome is per shard, so a
 			// stale owner's record must never share a batch with the new
 			// owner's records of the same shard.
-			if e, ok := epochs[p.w.shard]; ok && e != p.w.epoch {
+			g, ok := groups[p.w.shard]
+			if ok && g.epoch != p.w.epoch {
+				rest = append(rest, order[i])
+				continue
+			}
+			// A shard's group stays within the limits of the writes in it.
+			if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit) {
 				rest = append(rest, order[i])
 				continue
 			}
@@ -358,7 +432,11 @@ func (b *batcher) run(parent context.Context) {
 				}
 				p.expect = 0
 			}
-			epochs[p.w.shard] = p.w.epoch
+			g.epoch, g.n = p.w.epoch, g.n+1
+			if p.limit > 0 && (g.limit == 0 || p.limit < g.limit) {
+				g.limit = p.limit
+			}
+			groups[p.w.shard] = g
 			size += p.w.size
 			batch = append(batch, p)
 			if inBatch == nil {
@@ -491,7 +569,8 @@ func (b *batcher) run(parent context.Context) {
 			timerC = nil
 
 		case res := <-results:
-			var fenced, failed uint64
+			var fenced, failed, tooLarge uint64
+			var refused map[uint32][]*pending // groups of several records refused as too large
 			for _, p := range res.batch {
 				err := res.err
 				if err == nil {
@@ -502,10 +581,20 @@ func (b *batcher) run(parent context.Context) {
 				}
 				ref := p.w.ref
 				delete(inflightSet, ref)
+				if res.err == nil && errors.Is(err, persistence.ErrTooLarge) && groupSize(res.batch, p.w.shard) > 1 {
+					if refused == nil {
+						refused = make(map[uint32][]*pending)
+					}
+					refused[p.w.shard] = append(refused[p.w.shard], p)
+					continue
+				}
 				if err != nil {
-					if errors.Is(err, persistence.ErrFenced) {
+					switch {
+					case errors.Is(err, persistence.ErrFenced):
 						fenced++
-					} else {
+					case res.err == nil && errors.Is(err, persistence.ErrTooLarge):
+						tooLarge++
+					default:
 						failed++
 					}
 					// A failed write fails every later write of the entity.
@@ -520,10 +609,14 @@ func (b *batcher) run(parent context.Context) {
 					d(err)
 				}
 			}
-			if fenced+failed > 0 {
+			for _, ps := range refused {
+				requeue(ps, max(1, len(ps)/2))
+			}
+			if fenced+failed+tooLarge > 0 {
 				b.statsMu.Lock()
 				b.stats.Fenced += fenced
 				b.stats.Failed += failed
+				b.stats.TooLarge += tooLarge
 				b.statsMu.Unlock()
 			}
 			delete(inflight, res.id)

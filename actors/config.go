@@ -32,7 +32,9 @@ type HostConfig struct {
 	MaxActive int
 	// DedupWindow is how many recent request IDs (with replies) each entity
 	// keeps. A retry is recognised as long as fewer than DedupWindow other
-	// write requests were applied to the entity in between. Default 128.
+	// write requests were applied to the entity in between, and the
+	// replies in between fit MaxStateBytes (the oldest entries make room
+	// for newer ones when the record would exceed it). Default 128.
 	DedupWindow int
 	// BatchMaxRecords bounds the records of one Store.Save. Default 256.
 	BatchMaxRecords int
@@ -54,6 +56,54 @@ type HostConfig struct {
 	// RequestTimeout bounds each attempt of an entity-to-entity message
 	// (Request, Send): it is the attempt's deadline. Default 30s.
 	RequestTimeout time.Duration
+
+	// Limits. A Host never queues, keeps or waits for anything without a
+	// bound: an oversized request or state fails that request alone
+	// (ErrTooLarge), never its shard; overload is refused with a retryable
+	// ErrUnavailable carrying a retry-after hint (see RetryAfter).
+
+	// MaxPayloadBytes bounds the encoded payload of a call's envelope. A
+	// larger one is refused with ErrTooLarge (which matches ErrBadRequest)
+	// before it is decoded, before its entity is activated and before any
+	// store read. Messages between co-located entities are never encoded
+	// and not measured. Default 1 MiB.
+	MaxPayloadBytes int
+	// MaxStateBytes bounds an entity's record: its encoded state plus the
+	// dedup entries (request IDs and replies) stored with it. A write
+	// handler whose run would leave a larger record fails with ErrTooLarge
+	// and is rolled back (state, messages, deferral); nothing is recorded,
+	// and the shard is not affected. First, the oldest dedup entries of
+	// earlier requests are dropped to make room. A hook or continuation
+	// over the limit is rolled back and logged. The default, 512 KiB,
+	// leaves room within etcd's default request limit (1.5 MiB, see
+	// persistence/etcd) and within BatchMaxBytes; raise it only with the
+	// store's limits. Default 512 KiB.
+	MaxStateBytes int
+	// MaxMailbox bounds the calls queued for one entity and not yet taken
+	// by it (and the calls parked while it passivates). Beyond it a call
+	// is refused with ErrUnavailable and a retry-after hint. Messages from
+	// co-located entities (same shard) are counted but never refused, and
+	// nothing an entity needs to finish work it already admitted (write
+	// results, replies to its own Requests, retry and deadline timers)
+	// goes through this bound: see the package doc. Default 1024.
+	MaxMailbox int
+	// MaxInflight bounds the calls the host admitted and has not answered
+	// yet (queued, running, waiting for a write or deferred), co-located
+	// messages excepted. Beyond it a call is refused like a full mailbox.
+	// Default 10,000.
+	MaxInflight int
+	// RetryAfter is the retry-after hint of an overload refusal: each
+	// refusal carries a random hint in [RetryAfter, 1.5·RetryAfter), so
+	// refused callers do not come back together. Default 100ms.
+	RetryAfter time.Duration
+	// DefaultDeadline is the deadline of a call whose envelope has none,
+	// counted from its admission: a call, a deferred reply and a call
+	// waiting in a mailbox always end. Default 30s.
+	DefaultDeadline time.Duration
+	// MaxDeadline caps a call's deadline, counted from its admission: a
+	// later deadline is brought forward to it. Default 5m.
+	MaxDeadline time.Duration
+
 	// Retry is how entity-to-entity messages are retried (see
 	// RetryPolicy); WithRetry overrides it per message. Default
 	// DefaultRetryPolicy().
@@ -89,6 +139,13 @@ func DefaultHostConfig() HostConfig {
 		StoreTimeout:     10 * time.Second,
 		RequestTimeout:   30 * time.Second,
 		Retry:            DefaultRetryPolicy(),
+		MaxPayloadBytes:  1 << 20,
+		MaxStateBytes:    512 << 10,
+		MaxMailbox:       1024,
+		MaxInflight:      10_000,
+		RetryAfter:       100 * time.Millisecond,
+		DefaultDeadline:  30 * time.Second,
+		MaxDeadline:      5 * time.Minute,
 	}
 }
 
@@ -125,6 +182,20 @@ func (c HostConfig) Validate() error {
 		return errors.New("actors: StoreTimeout must be positive")
 	case c.RequestTimeout <= 0:
 		return errors.New("actors: RequestTimeout must be positive")
+	case c.MaxPayloadBytes <= 0:
+		return errors.New("actors: MaxPayloadBytes must be positive")
+	case c.MaxStateBytes <= 0:
+		return errors.New("actors: MaxStateBytes must be positive")
+	case c.MaxMailbox <= 0:
+		return errors.New("actors: MaxMailbox must be positive")
+	case c.MaxInflight <= 0:
+		return errors.New("actors: MaxInflight must be positive")
+	case c.RetryAfter <= 0:
+		return errors.New("actors: RetryAfter must be positive")
+	case c.DefaultDeadline <= 0:
+		return errors.New("actors: DefaultDeadline must be positive")
+	case c.MaxDeadline < c.DefaultDeadline:
+		return errors.New("actors: MaxDeadline must be at least DefaultDeadline")
 	}
 	if err := c.Retry.Validate(); err != nil {
 		return fmt.Errorf("actors: Retry: %w", err)

@@ -159,9 +159,11 @@ func (r *runContext) value(key any) any {
 	return r.parent.Value(key)
 }
 
-// Deadline implements context.Context: the deadline of the caller of the
-// request being handled (carried by its envelope), if it set one. Hooks
-// and continuations have none.
+// Deadline implements context.Context: the deadline of the request being
+// handled: its caller's (carried by its envelope), or, when the caller set
+// none, HostConfig.DefaultDeadline from the call's admission, and never
+// later than HostConfig.MaxDeadline from it. Hooks and continuations have
+// none.
 func (c *Context[S]) Deadline() (time.Time, bool) {
 	if c.run.deadline == 0 {
 		return time.Time{}, false

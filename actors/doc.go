@@ -53,6 +53,37 @@
 //     pending request waits for the same answer; stopping fails it
 //     retryably.
 //
+//   - Limits. Nothing a host holds grows without a bound, and no single
+//     request can cost a shard its epoch. A payload over
+//     HostConfig.MaxPayloadBytes, a message type the kind has no handler
+//     for, a malformed target, request ID or metadata are refused before
+//     any activation or store read (an undecodable payload before the
+//     store read). A write that would leave a record over
+//     HostConfig.MaxStateBytes fails its request with ErrTooLarge and is
+//     rolled back; a record the store still refuses as too large
+//     (persistence.ErrTooLarge: nothing was written) fails the requests
+//     that waited for it with ErrTooLarge and restarts the entity from
+//     storage, and a shard's group of records the store refuses only as
+//     a whole is written in smaller groups. Beyond HostConfig.MaxMailbox
+//     calls queued for one entity, or HostConfig.MaxInflight calls
+//     admitted and unanswered by the host, calls are refused with a
+//     retryable ErrUnavailable carrying a retry-after hint (RetryAfter),
+//     which retries honour. Every call has a deadline
+//     (HostConfig.DefaultDeadline when its envelope has none, capped at
+//     HostConfig.MaxDeadline), so calls waiting in a mailbox and deferred
+//     replies always end.
+//
+//     Overload refusals cannot deadlock a saga. An entity never waits for
+//     another; everything it needs to finish work it already admitted
+//     reaches it outside both bounds: its write results, the replies to
+//     its own Requests (continuations), its retry and deadline timers.
+//     Messages between co-located entities are never refused (they carry
+//     on work their sender admitted, and count in no in-flight bound); a
+//     message to another shard that is refused is retried by its
+//     sender's RetryPolicy, no sooner than the hint; and every in-flight
+//     call, a deferred one included, ends by its deadline at the latest,
+//     which frees its slot.
+//
 // Entity-to-entity calls (Request, Send) never block the caller's mailbox:
 // the reply comes back later as a continuation run on the caller's own
 // goroutine. Outgoing calls pass the same output gate as replies, except

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -262,7 +263,9 @@ func (e *entity) farewell() {
 		e.rollback()
 		return
 	}
-	e.commit(false)
+	if err := e.commit(0); errors.Is(err, ErrTooLarge) {
+		e.h.log.Error("OnPassivate hook rolled back", "entity", e.ref, "err", err)
+	}
 }
 
 func (e *entity) runPassivate() (ran bool, panicked any) {
@@ -285,7 +288,7 @@ func (e *entity) handleInvoke(c *call) {
 			}
 		}()
 	}
-	if d := env.GetDeadlineUnixNano(); d != 0 && timeNow().UnixNano() > d {
+	if timeNow().UnixNano() > c.deadline {
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was processed", e.ref)))
 		return
 	}
@@ -293,6 +296,27 @@ func (e *entity) handleInvoke(c *call) {
 		// Not expected: calls are parked or refused once the hook ran.
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "entity %s is stopping", e.ref)))
 		return
+	}
+	// The payload is decoded before the entity is loaded: an undecodable
+	// one costs no store read. (The host refused unknown message types.)
+	msg := c.msg
+	var name protoreflect.FullName
+	if msg != nil {
+		name = msg.ProtoReflect().Descriptor().FullName()
+	} else {
+		name = env.GetPayload().MessageName()
+	}
+	write, newMsg, ok := e.beh.find(name)
+	if !ok {
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", e.ref.Kind, name)))
+		return
+	}
+	if msg == nil {
+		msg = newMsg()
+		if err := env.GetPayload().UnmarshalTo(msg); err != nil {
+			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "decoding %s: %v", name, err)))
+			return
+		}
 	}
 	if !e.loaded {
 		if err := e.activate(); err != nil {
@@ -323,28 +347,9 @@ func (e *entity) handleInvoke(c *call) {
 		w.calls = append(w.calls, c) // a retry while the reply is deferred: same answer
 		return
 	}
-	msg := c.msg
-	var name protoreflect.FullName
-	if msg != nil {
-		name = msg.ProtoReflect().Descriptor().FullName()
-	} else {
-		name = env.GetPayload().MessageName()
-	}
-	write, newMsg, ok := e.beh.find(name)
-	if !ok {
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", e.ref.Kind, name)))
-		return
-	}
-	if msg == nil {
-		msg = newMsg()
-		if err := env.GetPayload().UnmarshalTo(msg); err != nil {
-			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "decoding %s: %v", name, err)))
-			return
-		}
-	}
 
 	e.begin()
-	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: env.GetDeadlineUnixNano(), md: env.GetMetadata()}, msg)
+	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata()}, msg)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -389,13 +394,21 @@ func (e *entity) handleInvoke(c *call) {
 	}
 	if e.deferKey != "" {
 		w := &waiter{key: e.deferKey, id: id, hash: hash, calls: []*call{c}}
-		e.wait(w, env.GetDeadlineUnixNano())
+		e.wait(w, c.deadline)
 		seq := e.seq
 		if c.after != nil {
 			e.after = append(e.after, *c.after)
 		}
-		if err := e.commit(false); err == nil && e.seq == seq && c.after != nil {
-			e.after = e.after[:len(e.after)-1] // nothing written: nothing depends on the sender
+		err := e.commit(0)
+		if err == nil && e.seq == seq || errors.Is(err, ErrTooLarge) {
+			// Nothing written: nothing depends on the sender.
+			if c.after != nil {
+				e.after = e.after[:len(e.after)-1]
+			}
+			if err != nil {
+				e.unwait(w)
+				e.h.finish(c, errReply(env, err))
+			}
 			return
 		}
 		c.after = nil
@@ -404,11 +417,17 @@ func (e *entity) handleInvoke(c *call) {
 	e.remember(id, hash, rep)
 	if c.after != nil {
 		e.after = append(e.after, *c.after)
-		c.after = nil
 	}
-	if err := e.commit(true); err != nil {
+	if err := e.commit(1); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			if c.after != nil {
+				e.after = e.after[:len(e.after)-1]
+			}
+			e.h.finish(c, errReply(env, err))
+		}
 		return
 	}
+	c.after = nil
 	e.hold(e.seq, c, rep, nil)
 }
 
@@ -467,14 +486,26 @@ func (e *entity) begin() {
 
 // commit ends a write handler, hook or continuation that did not fail: it
 // applies its resolutions of deferred replies, writes the state when it
-// changed (always when force is set: a write handler's dedup entry), and
-// releases its messages and replies behind that write. On a failed write
-// the entity has restarted and commit returns the error.
-func (e *entity) commit(force bool) error {
+// changed (always when the run added dedup entries: added entries were
+// remembered before commit, a write handler's own), and releases its
+// messages and replies behind that write. On a failed write the entity
+// has restarted and commit returns the error. A record over
+// MaxStateBytes, once the oldest dedup entries made what room they can,
+// is not written: the run is rolled back (state, messages, resolutions,
+// its dedup entries) and commit returns an ErrTooLarge *Error; the
+// caller fails the request, if any.
+func (e *entity) commit(added int) error {
 	resolved := e.resolve()
+	added += len(resolved)
 	before := e.seq
 	state, err := e.beh.snapshot()
-	if err == nil && (force || e.dirty || string(state) != string(e.lastState)) {
+	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
+		if size, ok := e.fit(len(state), added); !ok {
+			e.unremember(added)
+			e.rollback()
+			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
+				e.ref, size, len(state), size-len(state), e.h.cfg.MaxStateBytes)
+		}
 		err = e.persist(state)
 	}
 	if err != nil {
@@ -482,13 +513,20 @@ func (e *entity) commit(force bool) error {
 		e.restart(err)
 		return err
 	}
+	for _, r := range resolved {
+		if r.w.timer != nil {
+			r.w.timer.Stop()
+		}
+		delete(e.waitIdx, r.w.id)
+		delete(e.waiting, r.w.key)
+	}
 	e.flushOutbox(e.seq)
 	for _, r := range resolved {
 		dep := e.seq
 		if r.early {
 			dep = before
 		}
-		for _, c := range r.calls {
+		for _, c := range r.w.calls {
 			e.hold(dep, c, r.rep, nil)
 		}
 	}
@@ -496,32 +534,33 @@ func (e *entity) commit(force bool) error {
 }
 
 type resolved struct {
-	calls []*call
+	w     *waiter
 	rep   *ordopb.Reply
 	early bool
 }
 
 // resolve turns the run's resolutions into dedup entries (written with the
-// run's state) and the replies to send once that write is durable.
+// run's state) and the replies to send once that write is durable. The
+// waiters stay registered until commit settles them, so that a run rolled
+// back leaves them waiting. When a run resolves a key twice, the first
+// resolution answers.
 func (e *entity) resolve() []resolved {
 	if len(e.resolutions) == 0 {
 		return nil
 	}
 	var out []resolved
-	for _, r := range e.resolutions {
+	for i, r := range e.resolutions {
+		if slices.ContainsFunc(e.resolutions[:i], func(p resolution) bool { return p.key == r.key }) {
+			continue
+		}
 		for _, w := range e.waiting[r.key] {
-			if w.timer != nil {
-				w.timer.Stop()
-			}
-			delete(e.waitIdx, w.id)
 			rep, err := replyOf(w.id, r.reply, r.err)
 			if err != nil {
 				rep = &ordopb.Reply{RequestId: w.id, Error: ErrorToProto(err)}
 			}
 			e.remember(w.id, w.hash, rep)
-			out = append(out, resolved{calls: w.calls, rep: rep, early: r.early})
+			out = append(out, resolved{w: w, rep: rep, early: r.early})
 		}
-		delete(e.waiting, r.key)
 	}
 	e.resolutions = e.resolutions[:0]
 	return out
@@ -649,22 +688,61 @@ func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
 		}
 	}
 	e.dirty = true
-	if over := len(e.recentEnc) - e.h.cfg.DedupWindow; over > 0 {
-		for i, old := range e.recentEnc[:over] {
-			if e.recentIdx != nil {
-				delete(e.recentIdx, e.recentIDs[i])
-			}
-			e.recentSize -= len(old)
-		}
-		// Cut from the front without writing in place: a write in flight
-		// may share the old slice. Copy once the dropped prefix is as long
-		// as the window, so the backing array stays bounded.
-		e.recentEnc, e.recentIDs = e.recentEnc[over:], e.recentIDs[over:]
-		if cap(e.recentEnc) > 2*e.h.cfg.DedupWindow+16 && len(e.recentEnc) == cap(e.recentEnc) {
-			e.recentEnc = append(make([][]byte, 0, 2*e.h.cfg.DedupWindow), e.recentEnc...)
-			e.recentIDs = append(make([]string, 0, 2*e.h.cfg.DedupWindow), e.recentIDs...)
-		}
+}
+
+// fit cuts the dedup window to DedupWindow entries and, while the record
+// (state of stateLen bytes plus the window) would exceed MaxStateBytes,
+// drops the oldest entries, never the newest added ones (the run's own).
+// It returns the record's size and true, or, changing nothing, its least
+// possible size and false when it cannot fit.
+func (e *entity) fit(stateLen, added int) (int, bool) {
+	n := len(e.recentEnc)
+	over := max(n-e.h.cfg.DedupWindow, 0)
+	size := e.recentSize
+	for _, old := range e.recentEnc[:over] {
+		size -= len(old)
 	}
+	for stateLen+size > e.h.cfg.MaxStateBytes && over < n-added {
+		size -= len(e.recentEnc[over])
+		over++
+	}
+	if stateLen+size > e.h.cfg.MaxStateBytes {
+		return stateLen + size, false
+	}
+	if over == 0 {
+		return stateLen + size, true
+	}
+	for i, old := range e.recentEnc[:over] {
+		if e.recentIdx != nil {
+			delete(e.recentIdx, e.recentIDs[i])
+		}
+		e.recentSize -= len(old)
+	}
+	// Cut from the front without writing in place: a write in flight may
+	// share the old slice. Copy once the dropped prefix is as long as the
+	// window, so the backing array stays bounded.
+	e.recentEnc, e.recentIDs = e.recentEnc[over:], e.recentIDs[over:]
+	if cap(e.recentEnc) > 2*e.h.cfg.DedupWindow+16 && len(e.recentEnc) == cap(e.recentEnc) {
+		e.recentEnc = append(make([][]byte, 0, 2*e.h.cfg.DedupWindow), e.recentEnc...)
+		e.recentIDs = append(make([]string, 0, 2*e.h.cfg.DedupWindow), e.recentIDs...)
+	}
+	return stateLen + size, true
+}
+
+// unremember forgets the newest added dedup entries, of a run rolled back
+// before its write. Their slots were never shared with a write, so later
+// appends may reuse them.
+func (e *entity) unremember(added int) {
+	n := len(e.recentEnc) - added
+	for i := n; i < len(e.recentEnc); i++ {
+		if e.recentIdx != nil {
+			delete(e.recentIdx, e.recentIDs[i])
+		}
+		e.recentSize -= len(e.recentEnc[i])
+		e.recentEnc[i], e.recentIDs[i] = nil, ""
+	}
+	e.recentEnc, e.recentIDs = e.recentEnc[:n], e.recentIDs[:n]
+	e.dirty = false // a run starts with the window written (persist or restart cleared it)
 }
 
 // decodeRecent decodes an entry encodeRecent made.
@@ -789,6 +867,8 @@ func (e *entity) handleWriteDone(m *writeDone) {
 		e.maybeStop()
 	case errors.Is(m.err, errWriteCanceled), errors.Is(m.err, ErrClosed):
 		// Withdrawn because the shard is being dropped or the host stops.
+	case errors.Is(m.err, persistence.ErrTooLarge):
+		e.refused(m.err)
 	default:
 		// Fenced, or an outcome the store could not report (the write may
 		// still land later). Restarting the entity from storage under the
@@ -809,10 +889,43 @@ func (e *entity) restart(cause error) {
 		return
 	}
 	e.h.log.Warn("entity write failed; restarting from storage", "entity", e.ref, "err", cause)
+	failed := errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause)
+	e.reload(failed, failed)
+}
+
+// refused handles a write the store refused as too large
+// (persistence.ErrTooLarge): nothing of it was written, nor of the
+// entity's later writes (the batcher fails them with it), and every
+// earlier write is durable. The entity restarts from storage; the replies
+// that waited for those writes fail with ErrTooLarge (not retryable: the
+// same requests would build the same record), deferred requests fail
+// retryably; the shard is not affected. Unless a co-located entity's
+// write may depend on one of the refused writes (a message sent to it,
+// released ahead of the write, is unanswered): that write must never
+// become durable, and restarting this entity would reuse the sequence
+// numbers it waits for, so the shard is given up as for a failed write.
+func (e *entity) refused(cause error) {
+	for _, out := range e.outs {
+		if out.msg != nil && out.dep > e.durable {
+			e.h.shardLost(e.shard, cause)
+			return
+		}
+	}
+	e.h.log.Warn("the store refused a write of the entity as too large; restarting it from storage", "entity", e.ref, "err", cause)
+	e.reload(errf(ordopb.Code_CODE_TOO_LARGE, "write of %s refused by the store: %v", e.ref, cause),
+		errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s refused by the store: %v", e.ref, cause))
+	e.maybeStop()
+}
+
+// reload discards the in-memory state, whose writes not yet durable will
+// never be: held replies fail with heldErr, deferred requests with
+// waitErr, outgoing messages are forgotten, and the next message loads
+// the entity from storage.
+func (e *entity) reload(heldErr, waitErr *Error) {
 	e.gen++
 	e.h.batcher.cancelEntity(e.ref, e.epoch)
-	e.failHeld(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
-	e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause))
+	e.failHeld(heldErr)
+	e.failWaiting(waitErr)
 	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
@@ -871,7 +984,9 @@ func (e *entity) activate() error {
 	e.loaded = true
 	e.begin()
 	if e.beh.activate() {
-		if err := e.commit(false); err != nil {
+		if err := e.commit(0); errors.Is(err, ErrTooLarge) {
+			e.h.log.Error("OnActivate hook rolled back", "entity", e.ref, "err", err)
+		} else if err != nil {
 			return errf(ordopb.Code_CODE_UNAVAILABLE, "activating %s: %v", e.ref, err)
 		}
 	}
@@ -1059,7 +1174,7 @@ func (e *entity) handleCont(m *contDone) {
 		e.forgetBackoff(key)
 	} else {
 		now := timeNow()
-		wait := e.failed(key, out.policy, now)
+		wait := e.failed(key, out.policy, now, RetryAfter(err))
 		if out.err == nil && retryableAttempt(err) && e.shard.ctx.Err() == nil && !e.hookRan &&
 			out.policy.allows(out.attempts, out.first, wait, now) {
 			e.schedule(out, wait)
@@ -1081,7 +1196,9 @@ func (e *entity) handleCont(m *contDone) {
 		e.rollback()
 		return
 	}
-	e.commit(false)
+	if err := e.commit(0); errors.Is(err, ErrTooLarge) {
+		e.h.log.Error("continuation rolled back", "entity", e.ref, "err", err)
+	}
 }
 
 // forgetOut forgets an outgoing message that reached its final outcome.
@@ -1104,8 +1221,9 @@ func (e *entity) dropOuts() {
 }
 
 // failed records a failed attempt of the request key and returns how long
-// to wait before its next attempt.
-func (e *entity) failed(key backoffKey, p RetryPolicy, now time.Time) time.Duration {
+// to wait before its next attempt: the policy's backoff, or the
+// receiver's retry-after hint when that is longer.
+func (e *entity) failed(key backoffKey, p RetryPolicy, now time.Time, hint time.Duration) time.Duration {
 	st := e.backoff[key]
 	if st == nil || now.After(st.keep) {
 		if e.backoff == nil {
@@ -1118,7 +1236,7 @@ func (e *entity) failed(key backoffKey, p RetryPolicy, now time.Time) time.Durat
 		e.backoff[key] = st
 	}
 	st.failures++
-	wait := p.backoff(st.failures)
+	wait := max(p.backoff(st.failures), hint)
 	st.next = now.Add(wait)
 	st.keep = st.next.Add(p.Max)
 	return wait

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
@@ -32,6 +33,13 @@ var (
 	ErrInternal = errors.New("actors: internal error")
 	// ErrClosed: the host is shut down.
 	ErrClosed = errors.New("actors: host closed")
+	// ErrTooLarge: a size limit was exceeded: the request's payload
+	// (HostConfig.MaxPayloadBytes), or the entity's state with its recent
+	// replies as the request would leave it (HostConfig.MaxStateBytes), or
+	// the store refused the entity's record as too large. Nothing of the
+	// request was applied. An error of this code matches ErrBadRequest too:
+	// the same request never succeeds as is.
+	ErrTooLarge = errors.New("actors: too large")
 	// ErrSenderGone: an entity's outgoing message was given up because the
 	// sender's shard ownership ended or its node's lease is not valid
 	// (SenderCurrent); the shard's next owner carries the work on.
@@ -46,6 +54,9 @@ type Error struct {
 	// as "insufficient_funds".
 	HandlerCode string
 	Message     string
+	// RetryAfter is an overloaded node's hint on a CODE_UNAVAILABLE error:
+	// the caller should not retry sooner (see RetryAfter). 0: no hint.
+	RetryAfter time.Duration
 }
 
 // HandlerError returns the error a handler returns to reject a request with
@@ -66,12 +77,26 @@ func (e *Error) Error() string {
 }
 
 // Is matches the sentinel of e's code (and context.DeadlineExceeded for
-// CODE_DEADLINE).
+// CODE_DEADLINE, ErrBadRequest for CODE_TOO_LARGE).
 func (e *Error) Is(target error) bool {
-	if e.Code == ordopb.Code_CODE_DEADLINE && target == context.DeadlineExceeded {
+	switch {
+	case e.Code == ordopb.Code_CODE_DEADLINE && target == context.DeadlineExceeded,
+		e.Code == ordopb.Code_CODE_TOO_LARGE && target == ErrBadRequest:
 		return true
 	}
 	return target == sentinelOf(e.Code)
+}
+
+// RetryAfter returns the retry-after hint err carries (an overloaded
+// node's refusal: a full mailbox, HostConfig.MaxMailbox, or too many calls
+// in flight, HostConfig.MaxInflight), or 0. A caller that retries waits
+// at least this long; cluster's router and entities' outgoing messages do.
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // Retryable reports whether a call that failed with err may succeed if it
@@ -81,10 +106,11 @@ func (e *Error) Is(target error) bool {
 //	code          Retryable  why
 //	NOT_HERE      yes        the shard is owned elsewhere, moving, or not yet owned
 //	FENCED        yes        a newer owner took the shard; retry reaches it
-//	UNAVAILABLE   yes        overload, a failed write, lease not valid, host closed
+//	UNAVAILABLE   yes        overload (see RetryAfter), a failed write, lease not valid, host closed
 //	DEADLINE      no         the caller's deadline passed; the outcome is unknown
 //	HANDLER       no         the handler's answer, recorded: a retry gets it again
 //	BAD_REQUEST   no         the request is malformed; it never succeeds
+//	TOO_LARGE     no         a size limit was exceeded; nothing was applied
 //	UNKNOWN_KIND  no         the kind is not registered; it never succeeds
 //	INTERNAL      no         a bug on the serving side
 //
@@ -112,6 +138,8 @@ func sentinelOf(c ordopb.Code) error {
 		return ErrBadRequest
 	case ordopb.Code_CODE_UNAVAILABLE:
 		return ErrUnavailable
+	case ordopb.Code_CODE_TOO_LARGE:
+		return ErrTooLarge
 	default:
 		return ErrInternal
 	}
@@ -120,14 +148,16 @@ func sentinelOf(c ordopb.Code) error {
 // ErrorToProto converts err to its wire form, keeping its code: an *Error
 // keeps everything; a sentinel or an error wrapping one keeps the sentinel's
 // code; context errors become CODE_DEADLINE (DeadlineExceeded) or
-// CODE_UNAVAILABLE (Canceled); anything else becomes CODE_INTERNAL.
+// CODE_UNAVAILABLE (Canceled); persistence.ErrTooLarge becomes
+// CODE_TOO_LARGE; anything else becomes CODE_INTERNAL.
 func ErrorToProto(err error) *ordopb.Error {
 	if err == nil {
 		return nil
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		return &ordopb.Error{Code: e.Code, HandlerCode: e.HandlerCode, Message: e.Message}
+		return &ordopb.Error{Code: e.Code, HandlerCode: e.HandlerCode, Message: e.Message,
+			RetryAfterMillis: e.RetryAfter.Milliseconds()}
 	}
 	code := ordopb.Code_CODE_INTERNAL
 	switch {
@@ -141,6 +171,8 @@ func ErrorToProto(err error) *ordopb.Error {
 		code = ordopb.Code_CODE_DEADLINE
 	case errors.Is(err, ErrHandler):
 		code = ordopb.Code_CODE_HANDLER
+	case errors.Is(err, ErrTooLarge), errors.Is(err, persistence.ErrTooLarge):
+		code = ordopb.Code_CODE_TOO_LARGE
 	case errors.Is(err, ErrBadRequest), errors.Is(err, persistence.ErrInvalid):
 		code = ordopb.Code_CODE_BAD_REQUEST
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
@@ -155,8 +187,16 @@ func ErrorFromProto(p *ordopb.Error) error {
 	if p == nil || p.GetCode() == ordopb.Code_CODE_OK {
 		return nil
 	}
-	return &Error{Code: p.GetCode(), HandlerCode: p.GetHandlerCode(), Message: p.GetMessage()}
+	e := &Error{Code: p.GetCode(), HandlerCode: p.GetHandlerCode(), Message: p.GetMessage()}
+	if ms := p.GetRetryAfterMillis(); ms > 0 {
+		e.RetryAfter = time.Duration(min(ms, maxRetryAfterMillis)) * time.Millisecond
+	}
+	return e
 }
+
+// maxRetryAfterMillis caps a retry-after hint from the wire (an hour): a
+// peer cannot make a caller wait for ever.
+const maxRetryAfterMillis = 3600_000
 
 func errf(code ordopb.Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Host runs the entities of the shards it owns. It is told which shards it
@@ -48,12 +50,16 @@ type Host struct {
 	lru     *list.List // of *entry, most recently used first
 	active  int
 	evicts  int // entries asked to passivate and not yet gone
+	// inflight counts the admitted calls not yet answered, co-located
+	// messages excepted (HostConfig.MaxInflight).
+	inflight int
 	// parked holds the calls that arrived for a passivating entity
 	// (entry.closing), for its next activation.
 	parked map[*entry][]*call
 
 	activations  atomic.Uint64
 	passivations atomic.Uint64
+	overloaded   atomic.Uint64
 
 	// props spawns every entity; its producer returns spawning, set under
 	// mu just before each Spawn (which calls the producer synchronously),
@@ -125,7 +131,12 @@ type call struct {
 	after *writeDep     // the sender's write a co-located message depends on
 	reply func(*ordopb.Reply)
 	shard *shardState
-	done  atomic.Bool
+	// deadline is the call's effective deadline, Unix nanoseconds: the
+	// envelope's, or HostConfig.DefaultDeadline from admission, capped at
+	// HostConfig.MaxDeadline. Never 0 once admitted.
+	deadline int64
+	counted  bool // counted in Host.inflight (guarded by Host.mu)
+	done     atomic.Bool
 }
 
 // HostStats is a snapshot of a host's counters.
@@ -133,7 +144,13 @@ type HostStats struct {
 	Active       int
 	Activations  uint64
 	Passivations uint64
-	Batch        BatchStats
+	// Inflight is the number of calls admitted and not yet answered,
+	// co-located messages excepted (see HostConfig.MaxInflight).
+	Inflight int
+	// Overloaded counts the calls refused because a mailbox was full or
+	// too many calls were in flight (HostConfig.MaxMailbox, MaxInflight).
+	Overloaded uint64
+	Batch      BatchStats
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
@@ -440,9 +457,21 @@ func (h *Host) removeLocked(en *entry) {
 
 // Submit delivers env to its entity; reply is called exactly once, from
 // some goroutine, with the reply. It never blocks on the entity.
+//
+// A call that cannot be handled is refused before its entity is activated
+// and before any store read: a malformed or unknown target, a missing
+// payload or one over HostConfig.MaxPayloadBytes (ErrTooLarge), a message
+// type the kind has no handler for, an invalid request ID or metadata, a
+// deadline already passed. An overloaded host (a full mailbox, too many
+// calls in flight) refuses with a retryable ErrUnavailable that carries a
+// retry-after hint (see RetryAfter).
 func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	if env.GetPayload() == nil {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "missing payload")))
+		return
+	}
+	if n := len(env.GetPayload().GetValue()); n > h.cfg.MaxPayloadBytes {
+		reply(errReply(env, errf(ordopb.Code_CODE_TOO_LARGE, "payload of %d bytes exceeds MaxPayloadBytes %d", n, h.cfg.MaxPayloadBytes)))
 		return
 	}
 	h.admit(&call{env: env, reply: reply})
@@ -474,6 +503,22 @@ func (h *Host) admit(c *call) {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "%v", err)))
 		return
 	}
+	var name protoreflect.FullName
+	if c.msg != nil {
+		name = c.msg.ProtoReflect().Descriptor().FullName()
+	} else {
+		name = env.GetPayload().MessageName()
+	}
+	if !kind.handles(name) {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", ref.Kind, name)))
+		return
+	}
+	now := timeNow().UnixNano()
+	c.deadline = h.deadlineOf(env.GetDeadlineUnixNano(), now)
+	if c.deadline <= now {
+		reply(errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was admitted", ref)))
+		return
+	}
 	shard := ShardOf(ref, h.cfg.Shards)
 
 	h.mu.Lock()
@@ -488,9 +533,21 @@ func (h *Host) admit(c *call) {
 		reply(errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "shard %d of %s", shard, ref)))
 		return
 	}
+	en := sh.entities[ref]
+	if c.msg == nil {
+		// Co-located messages are never refused: they carry on work their
+		// sender already admitted, and their number is bounded by it.
+		if err := h.overloadLocked(en); err != nil {
+			h.mu.Unlock()
+			h.overloaded.Add(1)
+			reply(errReply(env, err))
+			return
+		}
+		h.inflight++
+		c.counted = true
+	}
 	c.shard = sh
 	sh.calls[c] = struct{}{}
-	en := sh.entities[ref]
 	if en != nil && en.closing {
 		if h.parked == nil {
 			h.parked = make(map[*entry][]*call)
@@ -504,7 +561,7 @@ func (h *Host) admit(c *call) {
 	} else {
 		h.lru.MoveToFront(en.elem)
 	}
-	en.used = timeNow().UnixNano()
+	en.used = now
 	en.queued.Add(1)
 	h.system.Root.Send(en.pid, &invoke{c: c})
 	if h.active-h.evicts > h.cfg.MaxActive {
@@ -514,6 +571,38 @@ func (h *Host) admit(c *call) {
 }
 
 const maxRequestIDLen = 256
+
+// deadlineOf returns the effective deadline of a call admitted at now
+// whose envelope says d (see call.deadline).
+func (h *Host) deadlineOf(d, now int64) int64 {
+	if d == 0 {
+		return now + int64(h.cfg.DefaultDeadline)
+	}
+	return min(d, now+int64(h.cfg.MaxDeadline))
+}
+
+// overloadLocked returns the refusal of a call for en (nil: not active)
+// when the host or the entity's mailbox is full, or nil. Host.mu is held.
+func (h *Host) overloadLocked(en *entry) *Error {
+	var why string
+	switch {
+	case h.inflight >= h.cfg.MaxInflight:
+		why = fmt.Sprintf("%d calls in flight (MaxInflight)", h.inflight)
+	case en == nil:
+		return nil
+	case en.closing && len(h.parked[en]) >= h.cfg.MaxMailbox:
+		why = fmt.Sprintf("%d calls wait for %s to passivate (MaxMailbox)", len(h.parked[en]), en.ref)
+	case !en.closing && en.queued.Load() >= int64(h.cfg.MaxMailbox):
+		why = fmt.Sprintf("%d calls queued for %s (MaxMailbox)", en.queued.Load(), en.ref)
+	default:
+		return nil
+	}
+	after := h.cfg.RetryAfter
+	if j := after / 2; j > 0 {
+		after += rand.N(j)
+	}
+	return &Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: "overloaded: " + why, RetryAfter: after}
+}
 
 func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
 	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{}), used: timeNow().UnixNano()}
@@ -649,6 +738,9 @@ func (h *Host) finish(c *call, rep *ordopb.Reply) {
 		return
 	}
 	h.mu.Lock()
+	if c.counted {
+		h.inflight--
+	}
 	delete(c.shard.calls, c)
 	if c.shard.draining && len(c.shard.calls) == 0 {
 		select {
@@ -722,9 +814,10 @@ func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply,
 // Stats returns the host's counters.
 func (h *Host) Stats() HostStats {
 	h.mu.Lock()
-	active := h.active
+	active, inflight := h.active, h.inflight
 	h.mu.Unlock()
-	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load()}
+	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
+		Inflight: inflight, Overloaded: h.overloaded.Load()}
 	if h.batcher != nil {
 		s.Batch = h.batcher.Stats()
 	}

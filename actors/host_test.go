@@ -21,8 +21,8 @@ import (
 // entity must apply them in each sender's order and never run two handlers
 // at once.
 func TestPerSenderFIFOAndNoOverlap(t *testing.T) {
-	h := newHarness(t, nil)
 	const senders, perSender = 8, 200
+	h := newHarness(t, func(c *actors.HostConfig) { c.MaxMailbox = senders * perSender })
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for s := 0; s < senders; s++ {

@@ -19,6 +19,9 @@ type Kind interface {
 	// call that uses it validates).
 	Ref(id string) Ref
 	newBehavior() behavior
+	// handles reports whether the kind has a handler for messages of type
+	// name.
+	handles(name protoreflect.FullName) bool
 }
 
 var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
@@ -77,6 +80,11 @@ func (k *KindOf[S]) Name() string { return k.name }
 // Ref implements Kind.
 func (k *KindOf[S]) Ref(id string) Ref { return Ref{Kind: k.name, ID: id} }
 
+func (k *KindOf[S]) handles(name protoreflect.FullName) bool {
+	_, ok := k.handlers[name]
+	return ok
+}
+
 func addHandler[S proto.Message, M proto.Message, R proto.Message](write bool, fn func(*Context[S], M) (R, error)) Option[S] {
 	return func(k *KindOf[S]) error {
 		var zero M
@@ -104,6 +112,9 @@ func addHandler[S proto.Message, M proto.Message, R proto.Message](write bool, f
 // reply (or the error) under the request's ID for deduplication, and the
 // reply leaves only once that write is durable. If it returns an error, its
 // changes to c.State are rolled back and the messages it sent are not sent.
+// A run that would leave a record (state and recent replies) over
+// HostConfig.MaxStateBytes is rolled back the same way and answered with
+// ErrTooLarge, recorded nowhere: the entity and its shard go on.
 //
 // It must return a reply or an error, or call c.Defer. A nil reply with a
 // nil error, a typed nil pointer such as (*Reply)(nil) included, is a
@@ -192,7 +203,8 @@ func OnPassivate[S proto.Message](fn func(c *Context[S])) Option[S] {
 // context.Context, so a handler passes c wherever a context is expected
 // (a database driver, an HTTP client, another package's API):
 //
-//   - Deadline is the caller's: the deadline its envelope carries.
+//   - Deadline is the caller's: the deadline its envelope carries (the
+//     host's DefaultDeadline when it carries none, capped at MaxDeadline).
 //   - Done is closed when that deadline passes, when the entity stops (its
 //     shard is dropped, lost or released, or the host shuts down), or when
 //     the run returns, whichever comes first; Err says which.
@@ -249,9 +261,11 @@ func (c *Context[S]) RequestID() string { return c.requestID }
 // waits for the same answer. The answer is recorded for deduplication and
 // leaves, like any reply, once it is durable. A pending request fails with
 // a retryable error when the entity stops (passivation, handoff, failover,
-// a lost shard) or its deadline passes; its retry runs the handler again
-// where the entity lives next, so durable state must let it find the
-// outcome (a saga's status). Defer may be called from write handlers only.
+// a lost shard), and with ErrDeadline when its deadline passes (every
+// call has one: see HostConfig.DefaultDeadline); its retry runs the
+// handler again where the entity lives next, so durable state must let it
+// find the outcome (a saga's status). Defer may be called from write
+// handlers only.
 func (c *Context[S]) Defer(key string) {
 	if c.requestID == "" {
 		panic("actors: Defer outside a request handler")

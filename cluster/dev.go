@@ -142,7 +142,8 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 }
 
 // Invoke implements actors.Invoker: it delivers env to its entity and
-// retries retryable outcomes, with the same envelope, until ctx ends.
+// retries retryable outcomes, with the same envelope, as the RetryPolicy
+// allows (until ctx ends or MaxAttempts attempts were made).
 func (d *Dev) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	return d.invoke(ctx, env, true)
 }
@@ -160,6 +161,7 @@ func (d *Dev) invoke(ctx context.Context, env *ordopb.Envelope, external bool) (
 		if external && d.isClosed() {
 			return nil, ErrClosed
 		}
+		var lastRep *ordopb.Reply
 		if actors.SenderCurrent(ctx) {
 			actx, cancel := context.WithTimeout(ctx, d.retry.AttemptTimeout)
 			rep, err := d.host.Invoke(actx, env)
@@ -168,7 +170,7 @@ func (d *Dev) invoke(ctx context.Context, env *ordopb.Envelope, external bool) (
 			case err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())):
 				return rep, nil
 			case err == nil:
-				last = actors.ErrorFromProto(rep.GetError())
+				last, lastRep = actors.ErrorFromProto(rep.GetError()), rep
 			case ctx.Err() == nil:
 				last = fmt.Errorf("%w: attempt timed out after %v", actors.ErrUnavailable, d.retry.AttemptTimeout)
 			default:
@@ -177,7 +179,16 @@ func (d *Dev) invoke(ctx context.Context, env *ordopb.Envelope, external bool) (
 		} else {
 			last = actors.ErrSenderGone
 		}
-		t := time.NewTimer(d.retry.backoff(attempt))
+		wait, more := d.retry.next(attempt, attempt+1, last)
+		if !more {
+			if lastRep != nil {
+				return lastRep, nil
+			}
+			ref, _ := actors.RefFromProto(env.GetTarget())
+			return nil, fmt.Errorf("%w: cluster: call to %s gave up after %d attempts (RetryPolicy.MaxAttempts): %v",
+				actors.ErrUnavailable, ref, attempt+1, last)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

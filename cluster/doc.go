@@ -8,10 +8,12 @@
 // Calls go to the current owner of the entity's shard, found in the etcd
 // placement table. A NotHere, fenced or unavailable answer, or an owner that
 // cannot be reached, makes the caller retry with exponential backoff and
-// full jitter until its context ends, always with the same request ID, so
-// that a retried call is applied at most once (and, retried until it
-// succeeds, exactly once). A client-only process uses Dial and the same
-// call API (actors.Call or cluster.Call) without hosting anything.
+// full jitter (no sooner than an overloaded owner's retry-after hint) until
+// its context ends or RetryPolicy.MaxAttempts attempts reached a node,
+// always with the same request ID, so that a retried call is applied at
+// most once (and, retried until it succeeds, exactly once). A client-only
+// process uses Dial and the same call API (actors.Call or cluster.Call)
+// without hosting anything.
 //
 // Ordering: calls one caller makes one after another (each waiting for the
 // previous reply) reach the entity in that order, wherever it moves.

@@ -15,8 +15,10 @@ import (
 )
 
 // RetryPolicy says how calls are retried: exponential backoff with full
-// jitter (a random wait in [0, min(Max, Base·2^attempt)]), every attempt
-// bounded by AttemptTimeout, until the caller's context ends.
+// jitter (a random wait in [0, min(Max, Base·2^attempt)]), or longer when
+// the owner answered with a retry-after hint (an overloaded node, see
+// actors.RetryAfter), every attempt bounded by AttemptTimeout, until the
+// caller's context ends or MaxAttempts attempts were made.
 type RetryPolicy struct {
 	// Base is the first backoff bound. Default 5ms.
 	Base time.Duration
@@ -25,19 +27,45 @@ type RetryPolicy struct {
 	// AttemptTimeout bounds one attempt (a slow owner is retried, with the
 	// same request ID). Default 5s.
 	AttemptTimeout time.Duration
+	// MaxAttempts bounds the attempts of one call that reach a node (an
+	// owner in the placement table), the first included, whatever its
+	// context allows; the call then fails with the last retryable answer
+	// (or ErrUnavailable). Waiting for a shard that has no owner yet (a
+	// failover, a start) sends nothing and is bounded by the context only.
+	// 0: until the context ends. Default 64: about 15s of backoff (250ms
+	// on average once at Max) against owners that refuse or cannot be
+	// reached, several times a failover (a 3s lease and gossip's
+	// detection), yet a finite load from a caller whose context never
+	// ends.
+	MaxAttempts int
 }
 
 // DefaultRetryPolicy returns the defaults.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{Base: 5 * time.Millisecond, Max: 500 * time.Millisecond, AttemptTimeout: 5 * time.Second}
+	return RetryPolicy{Base: 5 * time.Millisecond, Max: 500 * time.Millisecond, AttemptTimeout: 5 * time.Second, MaxAttempts: 64}
 }
 
 func (p RetryPolicy) validate() error {
-	if p.Base <= 0 || p.Max < p.Base || p.AttemptTimeout <= 0 {
-		return fmt.Errorf("cluster: invalid retry policy %+v: want 0 < Base <= Max and AttemptTimeout > 0", p)
+	if p.Base <= 0 || p.Max < p.Base || p.AttemptTimeout <= 0 || p.MaxAttempts < 0 {
+		return fmt.Errorf("cluster: invalid retry policy %+v: want 0 < Base <= Max, AttemptTimeout > 0 and MaxAttempts >= 0", p)
 	}
 	return nil
 }
+
+// next returns the wait before the attempt that follows attempt (from 0),
+// which failed with err, sent attempts having reached a node so far: the
+// backoff, or err's retry-after hint when longer. It reports false when
+// the policy allows no further attempt.
+func (p RetryPolicy) next(attempt, sent int, err error) (time.Duration, bool) {
+	if p.MaxAttempts > 0 && sent >= p.MaxAttempts {
+		return 0, false
+	}
+	return max(p.backoff(attempt), actors.RetryAfter(err)), true
+}
+
+// errNoOwner marks an attempt that found no owner for the shard: nothing
+// was sent.
+var errNoOwner = errors.New("no owner for shard")
 
 func (p RetryPolicy) backoff(attempt int) time.Duration {
 	bound := p.Max
@@ -52,8 +80,8 @@ func (p RetryPolicy) backoff(attempt int) time.Duration {
 // router finds shard owners in the placement table and delivers envelopes
 // to them: to the local host when this node owns the shard, over the
 // transport otherwise. It retries NotHere, fenced, unavailable and
-// unreachable outcomes until the caller's context ends, always with the
-// same envelope (so the same request ID). Safe for concurrent use.
+// unreachable outcomes as its RetryPolicy allows, always with the same
+// envelope (so the same request ID). Safe for concurrent use.
 type router struct {
 	self    string       // "" in a client
 	local   *actors.Host // nil in a client
@@ -103,6 +131,7 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 	changed, unsubscribe := r.table.Subscribe()
 	defer unsubscribe()
 	var last error
+	sent := 0 // attempts that reached a node
 	for attempt := 0; ; attempt++ {
 		// An entity's message is not sent while its node's lease is not
 		// valid (SenderCurrent): it waits, without an attempt, until the
@@ -122,20 +151,41 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 		} else {
 			err = actors.ErrSenderGone
 		}
+		if !errors.Is(err, errNoOwner) && !errors.Is(err, actors.ErrSenderGone) {
+			sent++
+		}
 		last = err
 		r.log.Debug("call attempt failed", "entity", ref, "shard", shard, "attempt", attempt, "err", err)
+		wait, more := r.policy.next(attempt, sent, err)
+		if !more {
+			r.metrics.observeCall(ref.Kind, start, actors.ErrorToProto(last))
+			if rep != nil {
+				return rep, nil
+			}
+			return nil, fmt.Errorf("%w: cluster: call to %s gave up after %d attempts (RetryPolicy.MaxAttempts): %v",
+				actors.ErrUnavailable, ref, sent, last)
+		}
 		if attempt > 0 {
 			r.metrics.retries.Inc()
 		}
-		t := time.NewTimer(r.policy.backoff(attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			r.metrics.observeCall(ref.Kind, start, actors.ErrorToProto(ctx.Err()))
-			return nil, fmt.Errorf("cluster: call to %s gave up after %d attempts: %w (last: %v)", ref, attempt+1, ctx.Err(), last)
-		case <-changed:
-			t.Stop()
-		case <-t.C:
+		// Wait for the backoff, or less if the shard's owner changes.
+		owner, _ := r.table.Lookup(shard)
+		t := time.NewTimer(wait)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.metrics.observeCall(ref.Kind, start, actors.ErrorToProto(ctx.Err()))
+				return nil, fmt.Errorf("cluster: call to %s gave up after %d attempts: %w (last: %v)", ref, attempt+1, ctx.Err(), last)
+			case <-changed:
+				if now, _ := r.table.Lookup(shard); now == owner {
+					continue
+				}
+				t.Stop()
+			case <-t.C:
+			}
+			break waiting
 		}
 	}
 }
@@ -148,7 +198,7 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope, changed <-chan struct{}) (*ordopb.Reply, error) {
 	owner, ok := r.table.Lookup(shard)
 	if !ok {
-		return nil, fmt.Errorf("%w: shard %d has no owner", actors.ErrNotHere, shard)
+		return nil, fmt.Errorf("%w: %w %d", actors.ErrNotHere, errNoOwner, shard)
 	}
 	kind := env.GetTarget().GetKind()
 	if owner.NodeID == r.self && r.local != nil && !r.hosts(kind) {

@@ -67,6 +67,11 @@ func (m *metrics) registerHost(h *actors.Host) {
 		counter("ordo_entity_writes_total", "Entity writes submitted.", func(s actors.HostStats) uint64 { return s.Batch.Writes }),
 		counter("ordo_fenced_writes_total", "Records rejected by storage fencing.", func(s actors.HostStats) uint64 { return s.Batch.Fenced }),
 		counter("ordo_failed_writes_total", "Records whose Save failed otherwise.", func(s actors.HostStats) uint64 { return s.Batch.Failed }),
+		counter("ordo_too_large_writes_total", "Records the store refused as too large.", func(s actors.HostStats) uint64 { return s.Batch.TooLarge }),
+		counter("ordo_overloaded_calls_total", "Calls refused because a mailbox was full or too many calls were in flight.",
+			func(s actors.HostStats) uint64 { return s.Overloaded }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ordo_inflight_calls", Help: "Calls admitted by this node and not yet answered."},
+			func() float64 { return float64(h.Stats().Inflight) }),
 	)
 }
 

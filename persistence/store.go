@@ -51,7 +51,10 @@ type Store interface {
 	//
 	// When err is nil, outcome has one entry for every shard in recs: nil
 	// when the shard's records are durable; an error matching ErrFenced when
-	// its fence differs (nothing of that shard was written); any other error
+	// its fence differs (nothing of that shard was written); an error
+	// matching ErrTooLarge when the shard's records exceed a limit of the
+	// driver or its server, alone or together (nothing of that shard was
+	// written; the same records would be refused again); any other error
 	// when the outcome is unknown (the records may or may not be durable).
 	// One shard's failure never affects another shard's outcome.
 	//
@@ -76,7 +79,8 @@ var (
 	ErrInvalid = errors.New("persistence: invalid input")
 	// ErrClosed is returned by calls on a closed Store.
 	ErrClosed = errors.New("persistence: store closed")
-	// ErrTooLarge is wrapped by errors about records over a driver's size limit.
+	// ErrTooLarge is wrapped by errors about records over a driver's size
+	// limit. As a Save outcome it means nothing of the shard was written.
 	ErrTooLarge = errors.New("persistence: record too large")
 )
 

@@ -26,7 +26,10 @@
 // at once with the remaining shards only. A shard group is never split
 // across transactions: a group that does not fit in one transaction under
 // Config.MaxTxnOps and Config.MaxRequestBytes fails with an error matching
-// persistence.ErrTooLarge, without affecting the other shards of the batch.
+// persistence.ErrTooLarge, without affecting the other shards of the batch;
+// so does a group the server refuses alone (a transaction of several
+// groups it refuses as too large is split and sent again), and nothing of
+// such a group is written.
 // A transaction that fails in transport (connection loss, the context
 // ending) reports an error matching ErrOutcomeUnknown for each of its shards:
 // the transaction is atomic, so each such shard was written entirely or not

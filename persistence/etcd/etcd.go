@@ -342,6 +342,15 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 		resp, err := s.txn(ctx, groups, cmps, puts, gets)
 		if err != nil {
 			err = txnError(err)
+			if len(groups) > 1 && errors.Is(err, persistence.ErrTooLarge) {
+				// The server refused the transaction as a whole, before
+				// applying it (its limits are below the configured ones):
+				// each half may fit, so that only a shard too large alone
+				// gets ErrTooLarge.
+				s.commit(ctx, groups[:len(groups)/2], out)
+				s.commit(ctx, groups[len(groups)/2:], out)
+				return
+			}
 			for _, g := range groups {
 				out[g.shard] = fmt.Errorf("etcdstore: shard %d: %w", g.shard, err)
 			}

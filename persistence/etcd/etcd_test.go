@@ -301,20 +301,41 @@ func TestRecordSizeLimitEdge(t *testing.T) {
 }
 
 // A store configured above the server's limits gets the server's refusal
-// as an ErrTooLarge outcome for the shards concerned.
+// as an ErrTooLarge outcome for the shards concerned, and only for them:
+// a transaction of several shards that the server refuses is split, and
+// the shards that fit alone are written.
 func TestServerLimitBelowConfig(t *testing.T) {
-	s := newStore(t, newClient(t, endpoints), etcdstore.Config{MaxTxnOps: 4 * serverMaxTxnOps})
+	cli, txns := countingClient(t)
+	s := newStore(t, cli, etcdstore.Config{MaxTxnOps: 4 * serverMaxTxnOps})
 	fence(t, s, 1, 1)
+	fence(t, s, 2, 1)
 	var recs []persistence.Record
 	for i := range serverMaxTxnOps + 1 {
 		recs = append(recs, persistence.Record{Kind: "k", ID: fmt.Sprint(i), Shard: 1, Epoch: 1, Data: []byte("x")})
 	}
+	for i := range 10 {
+		recs = append(recs, persistence.Record{Kind: "k", ID: fmt.Sprint("fits-", i), Shard: 2, Epoch: 1, Data: []byte("x")})
+	}
+	txns.Store(0)
 	out, err := s.Save(t.Context(), recs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !errors.Is(out[1], persistence.ErrTooLarge) {
-		t.Fatalf("got %v", out[1])
+		t.Fatalf("shard 1: got %v", out[1])
+	}
+	if out[2] != nil {
+		t.Fatalf("shard 2, which fits alone: %v", out[2])
+	}
+	// Both shards in one transaction (refused), then each alone.
+	if n := txns.Load(); n != 3 {
+		t.Fatalf("%d transactions, want 3", n)
+	}
+	for _, r := range recs {
+		_, err := s.Load(t.Context(), r.Kind, r.ID)
+		if r.Shard == 1 && !errors.Is(err, persistence.ErrNotFound) || r.Shard == 2 && err != nil {
+			t.Fatalf("%s/%s: %v", r.Kind, r.ID, err)
+		}
 	}
 }
 

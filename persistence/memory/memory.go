@@ -30,6 +30,8 @@ type Store struct {
 	loseErr   error
 	gate      chan struct{} // when non-nil, saves wait until it is closed
 	done      chan struct{} // closed by Close
+	maxData   int           // LimitSaves; 0: none
+	maxGroup  int
 
 	// Counters, guarded by mu.
 	saves    int
@@ -147,6 +149,20 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		s.failNext--
 		return failAll(s.failErr)
 	}
+	if s.maxData > 0 || s.maxGroup > 0 {
+		group := make(map[uint32]int)
+		for _, r := range recs {
+			group[r.Shard]++
+			if s.maxData > 0 && len(r.Data) > s.maxData {
+				outcome[r.Shard] = fmt.Errorf("%w: record %s/%s has %d bytes of data, limit %d", persistence.ErrTooLarge, r.Kind, r.ID, len(r.Data), s.maxData)
+			}
+		}
+		for sh, n := range group {
+			if s.maxGroup > 0 && n > s.maxGroup && outcome[sh] == nil {
+				outcome[sh] = fmt.Errorf("%w: shard %d has %d records, limit %d", persistence.ErrTooLarge, sh, n, s.maxGroup)
+			}
+		}
+	}
 	for _, r := range recs {
 		if _, seen := outcome[r.Shard]; seen {
 			continue
@@ -213,6 +229,17 @@ func (s *Store) LoseNextAcks(n int, err error) {
 	}
 	s.mu.Lock()
 	s.loseNext, s.loseErr = n, err
+	s.mu.Unlock()
+}
+
+// LimitSaves makes every later Save refuse, as a store with size limits
+// does (persistence/etcd), the shards of its batch that hold a record of
+// more than maxData bytes of data or more than maxGroup records: their
+// outcome matches persistence.ErrTooLarge and nothing of them is written.
+// A zero limit is no limit; LimitSaves(0, 0) turns it off.
+func (s *Store) LimitSaves(maxData, maxGroup int) {
+	s.mu.Lock()
+	s.maxData, s.maxGroup = maxData, maxGroup
 	s.mu.Unlock()
 }
 

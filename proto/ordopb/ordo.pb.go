@@ -47,6 +47,10 @@ const (
 	Code_CODE_UNAVAILABLE Code = 7
 	// A bug or panic on the serving side.
 	Code_CODE_INTERNAL Code = 8
+	// A size limit was exceeded: the request's payload, or the entity's state
+	// with its recent replies as the request would leave it. Like
+	// CODE_BAD_REQUEST, the same request never succeeds as is.
+	Code_CODE_TOO_LARGE Code = 9
 )
 
 // Enum value maps for Code.
@@ -61,6 +65,7 @@ var (
 		6: "CODE_BAD_REQUEST",
 		7: "CODE_UNAVAILABLE",
 		8: "CODE_INTERNAL",
+		9: "CODE_TOO_LARGE",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":           0,
@@ -72,6 +77,7 @@ var (
 		"CODE_BAD_REQUEST":  6,
 		"CODE_UNAVAILABLE":  7,
 		"CODE_INTERNAL":     8,
+		"CODE_TOO_LARGE":    9,
 	}
 )
 
@@ -247,9 +253,12 @@ type Error struct {
 	Code    Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=ordo.v1.Code" json:"code,omitempty"`
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Application-defined code of a CODE_HANDLER error, e.g. "insufficient_funds".
-	HandlerCode   string `protobuf:"bytes,3,opt,name=handler_code,json=handlerCode,proto3" json:"handler_code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HandlerCode string `protobuf:"bytes,3,opt,name=handler_code,json=handlerCode,proto3" json:"handler_code,omitempty"`
+	// A hint of an overloaded node (CODE_UNAVAILABLE): the caller should not
+	// retry sooner than this many milliseconds. 0: no hint.
+	RetryAfterMillis int64 `protobuf:"varint,4,opt,name=retry_after_millis,json=retryAfterMillis,proto3" json:"retry_after_millis,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -301,6 +310,13 @@ func (x *Error) GetHandlerCode() string {
 		return x.HandlerCode
 	}
 	return ""
+}
+
+func (x *Error) GetRetryAfterMillis() int64 {
+	if x != nil {
+		return x.RetryAfterMillis
+	}
+	return 0
 }
 
 // Reply answers one Envelope.
@@ -520,11 +536,12 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2\x1f.ordo.v1.Envelope.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
 	"\x05Error\x12!\n" +
 	"\x04code\x18\x01 \x01(\x0e2\r.ordo.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
-	"\fhandler_code\x18\x03 \x01(\tR\vhandlerCode\"|\n" +
+	"\fhandler_code\x18\x03 \x01(\tR\vhandlerCode\x12,\n" +
+	"\x12retry_after_millis\x18\x04 \x01(\x03R\x10retryAfterMillis\"|\n" +
 	"\x05Reply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
@@ -540,7 +557,7 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12+\n" +
-	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent*\xb2\x01\n" +
+	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent*\xc6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x15\n" +
 	"\x11CODE_UNKNOWN_KIND\x10\x01\x12\x11\n" +
@@ -550,7 +567,8 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\fCODE_HANDLER\x10\x05\x12\x14\n" +
 	"\x10CODE_BAD_REQUEST\x10\x06\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\a\x12\x11\n" +
-	"\rCODE_INTERNAL\x10\bB*Z(github.com/ordo-actors/ordo/proto/ordopbb\x06proto3"
+	"\rCODE_INTERNAL\x10\b\x12\x12\n" +
+	"\x0eCODE_TOO_LARGE\x10\tB*Z(github.com/ordo-actors/ordo/proto/ordopbb\x06proto3"
 
 var (
 	file_proto_ordopb_ordo_proto_rawDescOnce sync.Once

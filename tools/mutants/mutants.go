@@ -170,6 +170,117 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 
+	// ---- actors: limits (sizes, overload, deadlines) ----
+	{
+		Name:  "actors/payload-limit",
+		Guard: "a payload over MaxPayloadBytes is refused before decoding, activation or any store read",
+		File:  "actors/host.go",
+		Orig:  `if n := len(env.GetPayload().GetValue()); n > h.cfg.MaxPayloadBytes {`,
+		Repl:  `if n := len(env.GetPayload().GetValue()); false && n > h.cfg.MaxPayloadBytes {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/junk-refused-at-admission",
+		Guard: "a message type the kind has no handler for is refused before its entity is activated",
+		File:  "actors/host.go",
+		Orig:  `if !kind.handles(name) {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/state-limit",
+		Guard: "a write whose record would exceed MaxStateBytes fails its request alone, rolled back",
+		File:  "actors/entity.go",
+		Orig:  `if size, ok := e.fit(len(state), added); !ok {`,
+		Repl:  `if size, ok := e.fit(len(state), added); false && !ok {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/state-limit-records-nothing",
+		Guard: "S3: a request refused as too large is not recorded for deduplication (a retry is refused again)",
+		File:  "actors/entity.go",
+		Orig: `			e.unremember(added)
+`,
+		Repl: ``,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/dedup-fits-state-limit",
+		Guard: "the oldest dedup entries make room within MaxStateBytes: writes do not start failing as replies pile up",
+		File:  "actors/entity.go",
+		Orig:  `for stateLen+size > e.h.cfg.MaxStateBytes && over < n-added {`,
+		Repl:  `for false && over < n-added {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/store-refusal-keeps-shard",
+		Guard: "a record the store refuses as too large fails its requests and restarts its entity, never drops the shard",
+		File:  "actors/entity.go",
+		Orig: `	case errors.Is(m.err, persistence.ErrTooLarge):
+		e.refused(m.err)
+`,
+		Repl: ``,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/store-refusal-splits-groups",
+		Guard: "a shard group the store refuses only as a whole is written in smaller groups",
+		File:  "actors/batcher.go",
+		Orig:  `errors.Is(err, persistence.ErrTooLarge) && groupSize(res.batch, p.w.shard) > 1 {`,
+		Repl:  `errors.Is(err, persistence.ErrTooLarge) && false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/mailbox-limit",
+		Guard: "at most MaxMailbox calls wait for one entity; more are refused retryably with a retry-after hint",
+		File:  "actors/host.go",
+		Orig:  `case !en.closing && en.queued.Load() >= int64(h.cfg.MaxMailbox):`,
+		Repl:  `case false:`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/inflight-limit",
+		Guard: "at most MaxInflight calls are admitted and unanswered; more are refused before activation",
+		File:  "actors/host.go",
+		Orig:  `case h.inflight >= h.cfg.MaxInflight:`,
+		Repl:  `case false:`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/colocated-never-refused",
+		Guard: "no deadlock: a co-located message (work already admitted) is never refused for overload",
+		File:  "actors/host.go",
+		Orig: `	if c.msg == nil {
+		// Co-located messages are never refused`,
+		Repl: `	if true {
+		// Co-located messages are never refused`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/default-deadline",
+		Guard: "a call without a deadline gets DefaultDeadline: a deferred reply always ends",
+		File:  "actors/host.go",
+		Orig:  `return now + int64(h.cfg.DefaultDeadline)`,
+		Repl:  `return now + int64(h.cfg.MaxDeadline)`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/max-deadline",
+		Guard: "a deadline beyond MaxDeadline is brought forward to it",
+		File:  "actors/host.go",
+		Orig:  `return min(d, now+int64(h.cfg.MaxDeadline))`,
+		Repl:  `return d`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/retry-after-hint",
+		Guard: "an entity's message refused for overload is retried no sooner than the retry-after hint",
+		File:  "actors/entity.go",
+		Orig:  `wait := max(p.backoff(st.failures), hint)`,
+		Repl:  `wait := p.backoff(st.failures)`,
+		Pkgs:  []string{"./actors"},
+	},
+
 	// ---- cluster ----
 	{
 		Name:  "cluster/lease-wiring",
@@ -189,6 +300,30 @@ var mutants = []Mutant{
 			}
 			rep, err = r.attempt(ctx, shard, env, changed)`,
 		Pkgs: []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/retry-after-hint",
+		Guard: "a call refused for overload is retried no sooner than the owner's retry-after hint",
+		File:  "cluster/invoke.go",
+		Orig:  `return max(p.backoff(attempt), actors.RetryAfter(err)), true`,
+		Repl:  `return p.backoff(attempt), true`,
+		Pkgs:  []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/max-attempts",
+		Guard: "a call's retries are bounded by RetryPolicy.MaxAttempts, not only by its context",
+		File:  "cluster/invoke.go",
+		Orig:  `if p.MaxAttempts > 0 && sent >= p.MaxAttempts {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/no-owner-is-no-attempt",
+		Guard: "waiting for a shard to get an owner (failover, start) spends none of a call's MaxAttempts",
+		File:  "cluster/invoke.go",
+		Orig:  `if !errors.Is(err, errNoOwner) && !errors.Is(err, actors.ErrSenderGone) {`,
+		Repl:  `if true {`,
+		Pkgs:  []string{"./cluster"},
 	},
 
 	// ---- placement ----
@@ -245,6 +380,14 @@ var mutants = []Mutant{
 		Repl: `		case false && have > epoch:
 			return &persistence.FencedError{Shard: shard, Have: epoch, Want: have}`,
 		Pkgs: []string{"./persistence/etcd"},
+	},
+	{
+		Name:  "etcd/split-refused-txn",
+		Guard: "a transaction the server refuses as too large is split: only a shard too large alone is refused",
+		File:  "persistence/etcd/etcd.go",
+		Orig:  `if len(groups) > 1 && errors.Is(err, persistence.ErrTooLarge) {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./persistence/etcd"},
 	},
 	{
 		Name:  "postgres/save-fence",

@@ -257,3 +257,59 @@ func TestTransportSurvivesGarbage(t *testing.T) {
 	}
 	assertServing(t, n, fmt.Sprintf("random calls (seed %d)", seed))
 }
+
+// A caller that sends calls and never reads their results is not read
+// from once its stream owes maxStreamBacklog results: what the node holds
+// for it stays bounded, and the node keeps serving everyone else.
+func TestTransportBoundsAStreamThatDoesNotRead(t *testing.T) {
+	n := fuzzNode(t)
+	conn := rawConn(t, n.tr.bound)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := ordopb.NewTransportClient(conn).Calls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 4 * maxStreamBacklog
+	sent := make(chan int, 1)
+	go func() { // blocks once the node stops reading
+		i := 0
+		for ; i < total; i += 100 {
+			frame := &ordopb.CallFrame{}
+			for j := 0; j < 100; j++ {
+				env, _ := actors.Envelope(echoKind.Ref(fmt.Sprintf("e%d", (i+j)%64)), &testpb.Echo{N: 1}, fmt.Sprint("r", i+j))
+				frame.Calls = append(frame.Calls, &ordopb.Call{Id: uint64(i + j + 1), Envelope: env})
+			}
+			if stream.Send(frame) != nil {
+				break
+			}
+		}
+		sent <- i
+	}()
+	var ss *serverStream
+	testutil.Eventually(t, 30*time.Second, 5*time.Millisecond, func() error {
+		n.tr.mu.Lock()
+		for s := range n.tr.streams {
+			ss = s
+		}
+		n.tr.mu.Unlock()
+		if ss == nil {
+			return fmt.Errorf("no stream yet")
+		}
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if !ss.parked {
+			return fmt.Errorf("reader not parked: %d received, %d sent", ss.received, ss.sent)
+		}
+		return nil
+	})
+	ss.mu.Lock()
+	received, owed := ss.received, ss.received-ss.sent
+	ss.mu.Unlock()
+	if received >= total || owed > 2*maxStreamBacklog+100 {
+		t.Fatalf("the node read %d of %d calls and owes %d results, want at most %d owed", received, total, owed, 2*maxStreamBacklog+100)
+	}
+	assertServing(t, n, "a stream that does not read")
+	cancel()
+	<-sent
+}

@@ -38,6 +38,9 @@ const (
 	maxEnvelopeBytes = maxFrameBytes - 4<<10
 	// frameBytes is where a sender starts a new frame.
 	frameBytes = 1 << 20
+	// maxStreamBacklog bounds what one stream owes its caller (calls with
+	// the host and results not yet sent) before it stops reading calls.
+	maxStreamBacklog = 4096
 	// handshakeTimeout bounds a new connection's TLS handshake and HTTP/2
 	// preface, so that connections that never finish one do not pile up.
 	handshakeTimeout = 10 * time.Second
@@ -438,6 +441,12 @@ func (s *transportServer) Calls(stream ordopb.Transport_CallsServer) error {
 
 func (s *transportServer) receive(stream ordopb.Transport_CallsServer, ss *serverStream) error {
 	for {
+		// A caller that sends calls faster than it reads their results
+		// (or not at all) is not read from until it catches up: its
+		// unsent results stay bounded, and TCP pushes back on it.
+		if !ss.waitBacklog(maxStreamBacklog, stream.Context().Done()) {
+			return stream.Context().Err()
+		}
 		frame, err := stream.Recv()
 		if err == io.EOF {
 			return nil
@@ -501,6 +510,9 @@ type serverStream struct {
 	sending  bool          // the sender holds results it has not sent yet
 	closed   bool          // the stream ended: results are dropped
 	changed  chan struct{} // closed, and replaced, when the above change
+	parked   bool          // the reader waits for the backlog to shrink
+	received int           // calls handed to the host, ever
+	sent     int           // results sent, ever
 }
 
 func newServerStream(caller string) *serverStream {
@@ -516,6 +528,7 @@ func (ss *serverStream) notify() {
 func (ss *serverStream) begin() {
 	ss.mu.Lock()
 	ss.inflight++
+	ss.received++
 	ss.mu.Unlock()
 }
 
@@ -566,6 +579,9 @@ func (ss *serverStream) send(ctx context.Context, stream ordopb.Transport_CallsS
 			if err := stream.Send(frame); err != nil {
 				return // the receive side sees the broken stream too
 			}
+			ss.mu.Lock()
+			ss.sent += n
+			ss.mu.Unlock()
 			clear(batch[:n])
 			batch = batch[n:]
 		}
@@ -574,6 +590,26 @@ func (ss *serverStream) send(ctx context.Context, stream ordopb.Transport_CallsS
 		ss.sending = false
 		ss.notify()
 		ss.mu.Unlock()
+	}
+}
+
+// waitBacklog waits until the stream owes fewer than max results (calls
+// with the host plus results not yet sent); false if done closed first.
+func (ss *serverStream) waitBacklog(max int, done <-chan struct{}) bool {
+	for {
+		ss.mu.Lock()
+		ok := ss.closed || ss.inflight+len(ss.queue) < max
+		ss.parked = !ok
+		changed := ss.changed
+		ss.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-done:
+			return false
+		}
 	}
 }
 

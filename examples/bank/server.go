@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -251,7 +252,12 @@ func newNodeCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s up: remote %s, gossip %s", id, n.RemoteAddr(), n.GossipAddr())
 			if a := n.AdminAddr(); a != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), ", admin http://%s/", a)
+				// Off loopback the node serves it over its TLS.
+				scheme := "http"
+				if h, _, _ := net.SplitHostPort(a); cfg.TLS != nil && !net.ParseIP(h).IsLoopback() {
+					scheme = "https"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), ", admin %s://%s/", scheme, a)
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
 			<-ctx.Done()

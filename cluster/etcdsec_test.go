@@ -57,12 +57,12 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 	cfg.NodeID, cfg.EtcdEndpoints, cfg.Store = "n1", eps, memory.New()
 	cfg.Placement.Prefix, cfg.Placement.Shards = "/ordo/etcdsec", 8
 	cfg.Logger, cfg.TLS = testutil.Logger(), nodeTLS("n1")
-	cfg.EtcdDialTimeout = 3 * time.Second
+	cfg.EtcdDialTimeout = 20 * time.Second // a TLS handshake and a login (bcrypt) under -race on a busy machine
 	cfg.EtcdTLS, cfg.EtcdUsername, cfg.EtcdPassword = good, "root", password
 
 	ccfg := cluster.DefaultClientConfig()
 	ccfg.Prefix, ccfg.Logger, ccfg.TLS = cfg.Placement.Prefix, cfg.Logger, clientTLS("client")
-	ccfg.EtcdDialTimeout = 3 * time.Second
+	ccfg.EtcdDialTimeout = cfg.EtcdDialTimeout
 	ccfg.EtcdTLS, ccfg.EtcdUsername, ccfg.EtcdPassword = good, "root", password
 
 	refused := map[string]func(c *cluster.Config, cc *cluster.ClientConfig){

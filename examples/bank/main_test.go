@@ -351,8 +351,11 @@ func TestEtcdSecurityFlags(t *testing.T) {
 	if err := os.WriteFile(wrong, []byte("nope\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := []string{"balance", "--insecure", "--account", "acct-000001", "--timeout", "3s", "--etcd", srv.Endpoints()[0]}
-	withTLS := append(append([]string(nil), base...), "--etcd-ca", cli.CA, "--etcd-cert", cli.Cert, "--etcd-key", cli.Key, "--etcd-user", "root")
+	base := []string{"balance", "--insecure", "--account", "acct-000001", "--etcd", srv.Endpoints()[0]}
+	// A TLS handshake and a login (bcrypt) under -race on a busy machine
+	// take their time.
+	withTLS := append(append([]string(nil), base...), "--timeout", "20s",
+		"--etcd-ca", cli.CA, "--etcd-cert", cli.Cert, "--etcd-key", cli.Key, "--etcd-user", "root")
 	t.Setenv(etcdPasswordEnv, "root-pw-1234")
 	for _, c := range []struct {
 		args []string
@@ -360,7 +363,7 @@ func TestEtcdSecurityFlags(t *testing.T) {
 	}{
 		{withTLS, "no node of cluster"},
 		{append(withTLS, "--etcd-password-file", wrong), "authentication failed"},
-		{base, "unreachable"},
+		{append(base, "--timeout", "2s"), "unreachable"},
 	} {
 		code, _, stderr := runCLI(t, ctx, c.args...)
 		if code != exitFailure || !strings.Contains(stderr, c.want) {

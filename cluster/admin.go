@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -101,8 +104,10 @@ func (n *Node) Status() Status {
 //   - /metrics: Prometheus metrics;
 //   - /debug/pprof/, when Config.Pprof is set.
 //
-// It may be mounted on a server of the caller's (Config.AdminAddr "")
-// and serves before Start returns (then /readyz answers 503 "starting").
+// With Config.AdminToken set, every path but /healthz and /readyz
+// requires it as a bearer token (401 otherwise). The handler may be
+// mounted on a server of the caller's (Config.AdminAddr "") and serves
+// before Start returns (then /readyz answers 503 "starting").
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +139,63 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	return requireToken(mux, n.cfg.AdminToken)
+}
+
+// minAdminToken is the length, in bytes, of the shortest AdminToken.
+const minAdminToken = 16
+
+// probe reports whether path is open to anyone: the liveness and
+// readiness checks, which probes call without credentials.
+func probe(path string) bool { return path == "/healthz" || path == "/readyz" }
+
+// requireToken lets through probes, and other requests only with
+// "Authorization: Bearer <token>"; with no token, everything.
+func requireToken(h http.Handler, token string) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !probe(r.URL.Path) && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ordo admin"`)
+			plain(w, http.StatusUnauthorized, "unauthorized")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// requireClientCert lets through probes, and other requests only with a
+// client certificate that verified.
+func requireClientCert(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !probe(r.URL.Path) && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+			plain(w, http.StatusUnauthorized, "unauthorized: a client certificate is required")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// adminTLSConfig is src's listener configuration with client certificates
+// verified when given rather than required, so that probes need none.
+func adminTLSConfig(src ordotls.Source) *tls.Config {
+	base := src.ServerConfig()
+	c := base.Clone()
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	if get := base.GetConfigForClient; get != nil {
+		c.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+			cc, err := get(hi)
+			if err != nil || cc == nil {
+				return cc, err
+			}
+			cc = cc.Clone()
+			cc.ClientAuth = tls.VerifyClientCertIfGiven
+			return cc, nil
+		}
+	}
+	return c
 }
 
 // plain writes a one-line text answer.
@@ -151,14 +212,43 @@ func reason(err error) string {
 	return strings.TrimPrefix(err.Error(), ErrNotReady.Error()+": ")
 }
 
+// startAdmin serves Handler on AdminAddr. Bound to loopback, it needs no
+// protection. Bound to any other address, it is served over TLS
+// (AdminTLS, else the node's TLS) and, without AdminToken, to holders of
+// a verified client certificate only; with neither TLS nor a token, or
+// with Pprof and no token, it is refused.
 func (n *Node) startAdmin() error {
 	ln, err := net.Listen("tcp", n.cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("cluster: admin endpoint %q: %w", n.cfg.AdminAddr, err)
 	}
+	addr, _ := ln.Addr().(*net.TCPAddr)
+	loopback := addr != nil && addr.IP.IsLoopback()
+	src, token := n.cfg.AdminTLS, n.cfg.AdminToken
+	if src == nil && !loopback {
+		src = n.cfg.TLS
+	}
+	h := n.Handler()
+	switch {
+	case loopback:
+	case src == nil && token == "":
+		ln.Close()
+		return fmt.Errorf("cluster: admin endpoint %s is not on loopback: set AdminTLS, TLS or AdminToken to protect it", ln.Addr())
+	case n.cfg.Pprof && token == "":
+		ln.Close()
+		return fmt.Errorf("cluster: admin endpoint %s is not on loopback: Pprof needs AdminToken there", ln.Addr())
+	case src == nil:
+		n.log.Warn("admin endpoint not on loopback and without TLS: its bearer token travels in plaintext",
+			"addr", ln.Addr().String())
+	case token == "":
+		h = requireClientCert(h)
+	}
+	if src != nil {
+		ln = tls.NewListener(ln, adminTLSConfig(src))
+	}
 	n.adminLn = ln
 	n.advertiseAdmin(ln.Addr())
-	n.admin = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	n.admin = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,14 @@ type ClientConfig struct {
 	Shards uint32
 	// EtcdDialTimeout bounds connecting to etcd. Default 5s.
 	EtcdDialTimeout time.Duration
+	// EtcdTLS secures the connections to etcd; see Config.EtcdTLS.
+	EtcdTLS *tls.Config
+	// EtcdUsername authenticates to etcd when its auth is enabled (a user
+	// with read access to the cluster's prefix); see Config.EtcdUsername.
+	EtcdUsername string
+	// EtcdPassword is EtcdUsername's password, from a file or the
+	// environment; never logged.
+	EtcdPassword string
 	// TLS secures calls with mutual TLS (TLS 1.3): the client presents
 	// its certificate (client authentication suffices, see
 	// ordotls.CA.IssueClient) and verifies each node's against the
@@ -30,8 +39,8 @@ type ClientConfig struct {
 	// certificate's subject common name. See Config.TLS.
 	TLS ordotls.Source
 	// Insecure calls in plaintext, as nodes without TLS expect; Dial logs
-	// a warning. It excludes TLS. A config that sets neither is, for now,
-	// run as Insecure, with the same warning; it will be refused.
+	// a warning. It excludes TLS, and a config must set one of the two:
+	// Dial refuses one that sets neither.
 	Insecure bool
 	// Retry is how calls are retried.
 	Retry RetryPolicy
@@ -73,14 +82,15 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 	if err := cfg.Retry.validate(); err != nil {
 		return nil, err
 	}
-	warnPlaintext(cfg.Logger, cfg.TLS, cfg.Insecure)
+	warnPlaintext(cfg.Logger, cfg.TLS)
 	c := &Client{}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	if c.etcd, err = dialEtcd(ctx, endpoints, cfg.EtcdDialTimeout, cfg.Logger); err != nil {
+	if c.etcd, err = dialEtcd(ctx, etcdAccess{endpoints: endpoints, timeout: cfg.EtcdDialTimeout,
+		tls: cfg.EtcdTLS, username: cfg.EtcdUsername, password: cfg.EtcdPassword}, cfg.Logger); err != nil {
 		return nil, err
 	}
 	shards := cfg.Shards

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,23 @@ type Config struct {
 	Etcd *clientv3.Client
 	// EtcdDialTimeout bounds connecting to etcd. Default 5s.
 	EtcdDialTimeout time.Duration
+	// EtcdTLS secures the connections to etcd: its RootCAs verify etcd's
+	// certificate (nil RootCAs: the system's), its certificate is the
+	// client certificate etcd may require. EtcdEndpoints must then be
+	// https:// URLs (or host:port); an http:// one is refused, since it
+	// would silently run in plaintext. etcd's transport.TLSInfo
+	// ClientConfig builds one from PEM files, re-reading the certificate
+	// at each handshake. Nil: plaintext for http:// endpoints (a warning
+	// is logged when one is not on loopback), the system's CAs for
+	// https:// ones. Ignored when Etcd is set, as are the two below.
+	EtcdTLS *tls.Config
+	// EtcdUsername authenticates to etcd when its auth is enabled: a user
+	// with read and write access to the cluster's prefix. Requires
+	// EtcdPassword.
+	EtcdUsername string
+	// EtcdPassword is EtcdUsername's password. Read it from a file or the
+	// environment, never a command-line flag; ordo never logs it.
+	EtcdPassword string
 	// Store keeps entity state. Required; the caller owns it and closes it
 	// after Shutdown.
 	Store persistence.Store
@@ -53,9 +71,8 @@ type Config struct {
 	TLS ordotls.Source
 	// Insecure runs the transport in plaintext: anyone who can reach the
 	// port can call any entity, and traffic can be read and altered on the
-	// way. Start logs a warning. It excludes TLS. A config that sets
-	// neither is, for now, run as Insecure, with the same warning; it will
-	// be refused.
+	// way. Start logs a warning. It excludes TLS, and a config must set
+	// one of the two: Validate refuses one that sets neither.
 	Insecure bool
 	// AdvertiseRemoteAddr is the host:port other nodes and clients are
 	// told to call, when it is not RemoteAddr: a NAT, a load balancer or a
@@ -75,10 +92,29 @@ type Config struct {
 	// "local" (DefaultLocalConfig). Default "lan".
 	Gossip string
 	// AdminAddr is where the admin HTTP endpoint (status JSON, /healthz,
-	// /readyz, /metrics; see Node.Handler) listens; "" disables it. Bind
-	// it to loopback unless it is protected.
+	// /readyz, /metrics; see Node.Handler) listens; "" disables it. On a
+	// loopback address it needs no protection. Bound to any other address
+	// it must be protected: Start refuses it unless AdminTLS, TLS or
+	// AdminToken is set.
 	AdminAddr string
-	// Pprof serves net/http/pprof under /debug/pprof/ on the admin endpoint.
+	// AdminTLS serves the admin endpoint over TLS with the source's
+	// certificate. A client certificate is verified when presented but
+	// not required, so that probes of /healthz and /readyz need none.
+	// Off loopback and without AdminToken, every other path requires a
+	// client certificate that verifies against the source's CAs. Default
+	// nil: plain HTTP on a loopback address, the node's TLS on any other.
+	AdminTLS ordotls.Source
+	// AdminToken, when set, is a bearer token ("Authorization: Bearer
+	// <token>", at least 16 bytes) the admin endpoint requires of every
+	// request but /healthz and /readyz; a request without it, or with
+	// another, is answered 401. Read it from a file, never a command-line
+	// flag. It also guards Handler when mounted on a server of the
+	// caller's.
+	AdminToken string
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
+	// endpoint. With AdminToken set, pprof requires the token, on any
+	// address, even with a client certificate; without one, Start refuses
+	// Pprof unless the admin endpoint is bound to loopback.
 	Pprof bool
 	// Placement configures shards, the lease and handoffs. Its NodeID,
 	// RemoteAddr and GossipAddr are filled in by the node.
@@ -141,6 +177,9 @@ func (c *Config) Validate() error {
 	if err := requireTLSChoice(c.TLS, c.Insecure); err != nil {
 		return err
 	}
+	if err := checkEtcdSecurity(c.EtcdEndpoints, c.EtcdTLS, c.EtcdUsername, c.EtcdPassword); c.Etcd == nil && err != nil {
+		return err
+	}
 	for name, a := range map[string]string{"RemoteAddr": c.RemoteAddr, "GossipAddr": c.GossipAddr} {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("cluster: %s %q: %w", name, a, err)
@@ -158,6 +197,12 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("cluster: AdminAddr %q: %w", c.AdminAddr, err)
 		}
+	}
+	if err := nilSource("AdminTLS", c.AdminTLS); err != nil {
+		return err
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < minAdminToken {
+		return fmt.Errorf("cluster: AdminToken is %d bytes, want at least %d", len(c.AdminToken), minAdminToken)
 	}
 	if c.Gossip != "lan" && c.Gossip != "local" {
 		return fmt.Errorf("cluster: Gossip %q: want \"lan\" or \"local\"", c.Gossip)
@@ -202,29 +247,31 @@ func validAdvertised(a string, ip bool) error {
 // errNoTLSChoice refuses a config that sets neither TLS nor Insecure.
 var errNoTLSChoice = errors.New("cluster: set TLS (mutual TLS, see package ordotls) or Insecure (plaintext: anyone who can reach the port can call any entity)")
 
-// enforceTLSChoice makes requireTLSChoice refuse a config that sets
-// neither TLS nor Insecure. Off until every caller (examples/bank
-// included) sets one of them; then set it and drop this constant.
-const enforceTLSChoice = false
-
 // requireTLSChoice checks the transport security settings of a Config or
 // ClientConfig: TLS and Insecure exclude each other, and a config must set
-// one of them. That last rule is not enforced yet (enforceTLSChoice): the
-// one place where it will be. Meanwhile such a config runs in plaintext
-// and warnPlaintext says so.
+// one of them.
 func requireTLSChoice(src ordotls.Source, insecure bool) error {
-	if src != nil {
-		// A nil *ordotls.Reloader from a failed Load, stored unchecked,
-		// is a non-nil Source that cannot serve.
-		if v := reflect.ValueOf(src); v.Kind() == reflect.Pointer && v.IsNil() {
-			return errors.New("cluster: TLS is a nil " + v.Type().String() + " (was its loading error ignored?)")
-		}
+	if err := nilSource("TLS", src); err != nil {
+		return err
 	}
 	if src != nil && insecure {
 		return errors.New("cluster: TLS and Insecure are both set")
 	}
-	if enforceTLSChoice && src == nil && !insecure {
+	if src == nil && !insecure {
 		return errNoTLSChoice
+	}
+	return nil
+}
+
+// nilSource refuses a Source that is a nil pointer: a nil
+// *ordotls.Reloader from a failed Load, stored unchecked, is a non-nil
+// Source that cannot serve.
+func nilSource(field string, src ordotls.Source) error {
+	if src == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(src); v.Kind() == reflect.Pointer && v.IsNil() {
+		return errors.New("cluster: " + field + " is a nil " + v.Type().String() + " (was its loading error ignored?)")
 	}
 	return nil
 }
@@ -234,13 +281,8 @@ func requireTLSChoice(src ordotls.Source, insecure bool) error {
 const plaintextWarning = "transport without TLS: anyone who can reach the port can call any entity"
 
 // warnPlaintext logs plaintextWarning unless src is set.
-func warnPlaintext(log *slog.Logger, src ordotls.Source, insecure bool) {
-	if src != nil {
-		return
-	}
-	if insecure {
+func warnPlaintext(log *slog.Logger, src ordotls.Source) {
+	if src == nil {
 		log.Warn(plaintextWarning, "setting", "Insecure")
-	} else {
-		log.Warn(plaintextWarning, "setting", "neither TLS nor Insecure set (this will become an error)")
 	}
 }

@@ -37,8 +37,12 @@
 // and CAs rotate without a restart. A node knows each caller by its
 // certificate's subject common name, the identity authorization will use.
 // Config.Insecure and ClientConfig.Insecure run in plaintext instead, and
-// say so in a warning at start; a config that sets neither is, for now,
-// run in plaintext with the same warning, and will be refused.
+// say so in a warning at start; a config that sets neither is refused.
+// etcd is reached with EtcdTLS and EtcdUsername/EtcdPassword when set (a
+// warning is logged when it is reached in plaintext off loopback). The
+// admin endpoint needs no protection on loopback; on any other address it
+// is served over TLS (AdminTLS or TLS) or guarded by AdminToken, or the
+// node does not start; pprof is behind the token when one is set.
 //
 // Readiness: Node.Readiness, Ready and WaitReady say whether a node holds a
 // valid lease, is registered, serves every shard it holds and has taken

@@ -86,11 +86,21 @@ func ExampleNew() {
 	}
 	defer store.Close()
 
+	// Mutual TLS with a throw-away CA; a deployment loads its
+	// certificates from files instead (ordotls.Load, see
+	// ExampleConfig_mutualTLS).
+	ca, err := ordotls.NewCA("example-ca")
+	if err != nil {
+		panic(err)
+	}
 	cfg := cluster.DefaultConfig()
 	cfg.NodeID = "node-1"
 	cfg.EtcdEndpoints = etcd.Endpoints()
 	cfg.Store = store
 	cfg.Logger = logger
+	if cfg.TLS, err = ca.Node("node-1"); err != nil {
+		panic(err)
+	}
 	node, err := cluster.New(cfg, counter)
 	if err != nil {
 		panic(err)
@@ -117,11 +127,15 @@ func ExampleNew() {
 func ExampleDial() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	endpoints, stop := startExampleCluster(ctx) // an embedded etcd and a node, as in ExampleNew
+	endpoints, ca, stop := startExampleCluster(ctx) // an embedded etcd and a node, as in ExampleNew
 	defer stop()
 
 	cfg := cluster.DefaultClientConfig() // the cluster's prefix: "/ordo/default"
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	var err error
+	if cfg.TLS, err = ca.Client("example-client"); err != nil { // a client certificate of the cluster's CA
+		panic(err)
+	}
 	client, err := cluster.Dial(ctx, endpoints, cfg)
 	if err != nil {
 		panic(err)
@@ -139,9 +153,10 @@ func ExampleDial() {
 }
 
 // startExampleCluster starts an embedded etcd and one ready node hosting
-// the counter kind with the memory store, and returns the etcd endpoints
-// and a function that stops everything.
-func startExampleCluster(ctx context.Context) ([]string, func()) {
+// the counter kind with the memory store, with mutual TLS from a
+// throw-away CA, and returns the etcd endpoints, the CA and a function
+// that stops everything.
+func startExampleCluster(ctx context.Context) ([]string, *ordotls.CA, func()) {
 	logger := slog.New(slog.DiscardHandler)
 	dir, err := os.MkdirTemp("", "ordo-example-")
 	if err != nil {
@@ -151,11 +166,18 @@ func startExampleCluster(ctx context.Context) ([]string, func()) {
 	if err != nil {
 		panic(err)
 	}
+	ca, err := ordotls.NewCA("example-ca")
+	if err != nil {
+		panic(err)
+	}
 	cfg := cluster.DefaultLocalConfig()
 	cfg.NodeID = "node-1"
 	cfg.EtcdEndpoints = etcd.Endpoints()
 	cfg.Store = memory.New()
 	cfg.Logger = logger
+	if cfg.TLS, err = ca.Node("node-1"); err != nil {
+		panic(err)
+	}
 	node, err := cluster.New(cfg, counterKind)
 	if err != nil {
 		panic(err)
@@ -166,7 +188,7 @@ func startExampleCluster(ctx context.Context) ([]string, func()) {
 	if err := node.WaitReady(ctx); err != nil {
 		panic(err)
 	}
-	return etcd.Endpoints(), func() {
+	return etcd.Endpoints(), ca, func() {
 		_ = node.Shutdown(context.WithoutCancel(ctx))
 		_ = cfg.Store.Close()
 		etcd.Close()

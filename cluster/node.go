@@ -70,9 +70,10 @@ func New(cfg Config, kinds ...actors.Kind) (*Node, error) {
 	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), kinds: kinds, metrics: newMetrics()}, nil
 }
 
-// Start connects to etcd, starts the remote listener, the entity host,
-// gossip and placement, and returns once the node is registered. On error
-// everything started so far is stopped.
+// Start serves the admin endpoint (Config.AdminAddr; refused first when
+// it cannot be protected), connects to etcd, starts the remote listener,
+// the entity host, gossip and placement, and returns once the node is
+// registered. On error everything started so far is stopped.
 func (n *Node) Start(ctx context.Context) (err error) {
 	if !n.started.CompareAndSwap(false, true) {
 		return errors.New("cluster: node already started")
@@ -84,17 +85,25 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
+	// The admin endpoint first: it answers probes while the node starts,
+	// and one that cannot be protected stops the start before any I/O.
+	if n.cfg.AdminAddr != "" {
+		if err = n.startAdmin(); err != nil {
+			return err
+		}
+	}
 
 	if n.cfg.Etcd != nil {
 		n.etcd = n.cfg.Etcd
 	} else {
-		n.etcd, err = dialEtcd(ctx, n.cfg.EtcdEndpoints, n.cfg.EtcdDialTimeout, n.log)
+		n.etcd, err = dialEtcd(ctx, etcdAccess{endpoints: n.cfg.EtcdEndpoints, timeout: n.cfg.EtcdDialTimeout,
+			tls: n.cfg.EtcdTLS, username: n.cfg.EtcdUsername, password: n.cfg.EtcdPassword}, n.log)
 		if err != nil {
 			return err
 		}
 		n.ownEtcd = true
 	}
-	warnPlaintext(n.log, n.cfg.TLS, n.cfg.Insecure)
+	warnPlaintext(n.log, n.cfg.TLS)
 	if n.tr, err = startTransport(n.cfg.RemoteAddr, n.cfg.AdvertiseRemoteAddr, n.log, n.cfg.TLS); err != nil {
 		return err
 	}
@@ -160,11 +169,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.router.table = n.place.Table()
 	n.members.setLease(int64(n.place.Lease()))
 
-	if n.cfg.AdminAddr != "" {
-		if err = n.startAdmin(); err != nil {
-			return err
-		}
-	}
 	n.wg.Add(1)
 	go n.liveLoop(runCtx)
 	n.up.Store(true)
@@ -174,7 +178,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// dialEtcd connects to etcd; the client logs through log (etcdLogger).
 // startPlacement registers the node and starts placement. A node that
 // restarts after a crash finds its ID still registered under its previous
 // lease: it waits, until ctx ends, for that lease to end (at most its TTL).
@@ -202,20 +205,6 @@ func (n *Node) startPlacement(ctx context.Context, pc placement.Config) error {
 		}
 		wait = min(2*wait, time.Second)
 	}
-}
-
-func dialEtcd(ctx context.Context, endpoints []string, timeout time.Duration, log *slog.Logger) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: etcdLogger(log)})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: etcd %v: %w", endpoints, err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if _, err := c.Get(sctx, "/ordo-ping"); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("cluster: etcd %v unreachable: %w", endpoints, err)
-	}
-	return c, nil
 }
 
 // Shutdown leaves the cluster gracefully: every shard is drained and

@@ -24,6 +24,16 @@ func dial(ctx context.Context, f *clientFlags, stderr io.Writer) (*cluster.Clien
 	cfg := cluster.DefaultClientConfig()
 	cfg.Prefix = f.prefix
 	cfg.Logger = logger(f.verbose, stderr)
+	var err error
+	if cfg.TLS, cfg.Insecure, err = f.sec.transportTLS(); err != nil {
+		return nil, err
+	}
+	if cfg.Insecure && !f.verbose {
+		fmt.Fprintln(stderr, "bank: warning: --insecure: calls travel in plaintext")
+	}
+	if cfg.EtcdTLS, cfg.EtcdUsername, cfg.EtcdPassword, err = f.sec.etcdSecurity(); err != nil {
+		return nil, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	c, err := cluster.Dial(dctx, f.etcd, cfg)

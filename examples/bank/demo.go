@@ -98,7 +98,7 @@ only if every invariant holds.`,
 	fs.IntVar(&o.nodes, "nodes", 3, "nodes in the cluster (at least 2, one is crashed)")
 	fs.Int64Var(&o.balance, "balance", 1000, "initial balance of each account")
 	fs.StringVar(&o.store, "store", "etcd", "where entity state is kept: etcd (the embedded one) or postgres")
-	fs.StringVar(&o.pg, "pg", os.Getenv("ORDO_PG_URL"), "PostgreSQL URL for --store postgres (default $ORDO_PG_URL)")
+	fs.StringVar(&o.pg, "pg", "", "PostgreSQL URL for --store postgres (default $ORDO_PG_URL)")
 	fs.Float64Var(&o.killAt, "kill-at", 0.5, "when to crash a node, as a fraction of --duration")
 	fs.BoolVar(&o.noKill, "no-kill", false, "do not crash a node")
 	fs.StringVar(&o.histPath, "history", "", "also write the history to this file")
@@ -117,6 +117,9 @@ func (o *demoOptions) validate() error {
 	}
 	if o.balance < 0 {
 		return usagef("--balance %d must not be negative", o.balance)
+	}
+	if o.pg == "" {
+		o.pg = os.Getenv("ORDO_PG_URL")
 	}
 	switch o.store {
 	case "etcd":

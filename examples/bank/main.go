@@ -3,6 +3,7 @@
 //
 //	go run ./examples/bank demo             # everything in one process, then the check
 //	go run ./examples/bank etcd …           # one etcd member (etcd's own server code)
+//	go run ./examples/bank certs …          # a CA and the certificates of a cluster's mutual TLS
 //	go run ./examples/bank node …           # one ordo node
 //	go run ./examples/bank open|transfer|balance|transfer-status …
 //	go run ./examples/bank load …           # the workload, writing a history
@@ -105,7 +106,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(), newEtcdCmd(), newNodeCmd(), newOpenCmd(), newTransferCmd(), newBalanceCmd(),
+	root.AddCommand(newDemoCmd(), newEtcdCmd(), newCertsCmd(), newNodeCmd(), newOpenCmd(), newTransferCmd(), newBalanceCmd(),
 		newTransferStatusCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd())
 	for _, c := range root.Commands() {
 		if c.Args == nil {
@@ -131,9 +132,11 @@ type clientFlags struct {
 	prefix  string
 	timeout time.Duration
 	verbose bool
+	sec     secFlags
 }
 
 func (f *clientFlags) register(fs *pflag.FlagSet) {
+	f.sec.register(fs)
 	fs.StringSliceVar(&f.etcd, "etcd", nil, "etcd client endpoints, comma-separated (required)")
 	fs.StringVar(&f.prefix, "prefix", placement.DefaultConfig().Prefix, "the cluster's etcd key prefix")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "bound on connecting and on each call")
@@ -147,7 +150,11 @@ func (f *clientFlags) validate() error {
 	if f.timeout <= 0 {
 		return usagef("--timeout %v must be positive", f.timeout)
 	}
-	return nil
+	if _, _, err := f.sec.transportTLS(); err != nil {
+		return err
+	}
+	_, _, _, err := f.sec.etcdSecurity()
+	return err
 }
 
 func logger(verbose bool, w io.Writer) *slog.Logger {

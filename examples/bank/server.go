@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -18,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
 func parseURLs(flag string, list []string) ([]url.URL, error) {
@@ -155,9 +156,11 @@ func newNodeCmd() *cobra.Command {
 		maxTxnOps                 int
 		drain, startTimeout       time.Duration
 		quiet                     bool
+		sec                       secFlags
+		adminTokenFile            string
 	)
 	cmd := &cobra.Command{
-		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT [--join HOST:PORT,...]",
+		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) [--join HOST:PORT,...]",
 		Short: "Run one ordo node hosting the bank's entities until SIGTERM/SIGINT (graceful drain)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := cluster.DefaultConfig()
@@ -187,8 +190,23 @@ func newNodeCmd() *cobra.Command {
 			if store != "etcd" && store != "postgres" {
 				return usagef("--store %q: want etcd or postgres", store)
 			}
+			if pg == "" {
+				pg = os.Getenv("ORDO_PG_URL")
+			}
 			if store == "postgres" && pg == "" {
-				return usagef("--store postgres needs --pg URL")
+				return usagef("--store postgres needs --pg URL (or ORDO_PG_URL)")
+			}
+			var err error
+			if cfg.TLS, cfg.Insecure, err = sec.transportTLS(); err != nil {
+				return err
+			}
+			if cfg.EtcdTLS, cfg.EtcdUsername, cfg.EtcdPassword, err = sec.etcdSecurity(); err != nil {
+				return err
+			}
+			if adminTokenFile != "" {
+				if cfg.AdminToken, err = readSecretFile("admin-token-file", adminTokenFile); err != nil {
+					return err
+				}
 			}
 			if drain <= 0 {
 				return usagef("--drain-timeout %v must be positive", drain)
@@ -200,7 +218,11 @@ func newNodeCmd() *cobra.Command {
 			var st persistence.Store
 			switch store {
 			case "etcd":
-				cli, err := clientv3.New(clientv3.Config{Endpoints: etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+				ec, err := sec.etcdClient(etcd)
+				if err != nil {
+					return err
+				}
+				cli, err := clientv3.New(ec)
 				if err != nil {
 					return fmt.Errorf("etcd store: %w", err)
 				}
@@ -230,7 +252,12 @@ func newNodeCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s up: remote %s, gossip %s", id, n.RemoteAddr(), n.GossipAddr())
 			if a := n.AdminAddr(); a != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), ", admin http://%s/", a)
+				// Off loopback the node serves it over its TLS.
+				scheme := "http"
+				if h, _, _ := net.SplitHostPort(a); cfg.TLS != nil && !net.ParseIP(h).IsLoopback() {
+					scheme = "https"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), ", admin %s://%s/", scheme, a)
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
 			<-ctx.Done()
@@ -253,8 +280,10 @@ func newNodeCmd() *cobra.Command {
 	fs.StringVar(&advGossip, "advertise-gossip", "", "IP:port other nodes gossip with instead of --gossip (TCP and UDP)")
 	fs.StringSliceVar(&join, "join", nil, "gossip addresses of nodes to join, comma-separated")
 	fs.StringVar(&store, "store", "etcd", "where entity state is kept: etcd or postgres")
-	fs.StringVar(&pg, "pg", "", "PostgreSQL URL for --store postgres")
-	fs.StringVar(&admin, "admin", "", "host:port of the admin HTTP endpoint (status JSON, /metrics); empty disables it")
+	fs.StringVar(&pg, "pg", "", "PostgreSQL URL for --store postgres (default $ORDO_PG_URL, which keeps its password off the command line); sslmode and sslrootcert are honoured")
+	fs.StringVar(&admin, "admin", "", "host:port of the admin HTTP endpoint (status JSON, /metrics); empty disables it; off loopback it needs TLS or --admin-token-file")
+	fs.StringVar(&adminTokenFile, "admin-token-file", "", "file holding the bearer token the admin endpoint requires (all but /healthz and /readyz)")
+	sec.register(fs)
 	fs.DurationVar(&leaseTTL, "lease-ttl", cluster.DefaultConfig().Placement.LeaseTTL, "etcd lease TTL, whole seconds")
 	fs.StringVar(&prefix, "prefix", cluster.DefaultConfig().Placement.Prefix, "the cluster's etcd key prefix")
 	fs.Uint32Var(&shards, "shards", 0, "shard count (0: the default; must match the cluster's)")

@@ -1,6 +1,5 @@
-// Command hello embeds ordo: it declares a kind, starts a node on an
-// embedded etcd with the in-memory store, calls an entity and prints the
-// reply. Run it with `go run ./examples/hello`.
+// Command hello embeds ordo: a kind, a node (mutual TLS from a throw-away CA) on an embedded
+// etcd with the in-memory store, one call whose reply it prints. Run: go run ./examples/hello.
 package main
 
 import (
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -34,9 +34,12 @@ func main() {
 	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir + "/etcd", Slog: log})
 	check(err)
 	defer etcd.Close()
-
+	ca, err := ordotls.NewCA("hello-ca") // a deployment loads its certificates with ordotls.Load
+	check(err)
 	cfg := cluster.DefaultLocalConfig()
 	cfg.NodeID, cfg.EtcdEndpoints, cfg.Store, cfg.Logger = "hello-1", etcd.Endpoints(), memory.New(), log
+	cfg.TLS, err = ca.Node(cfg.NodeID)
+	check(err)
 	node, err := cluster.New(cfg, greeter)
 	check(err)
 	check(node.Start(ctx))

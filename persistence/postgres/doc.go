@@ -33,6 +33,22 @@
 // context leaves every shard of the batch either fully written or not at
 // all; Save reports those shards with an error matching ErrOutcomeUnknown.
 //
+// # TLS and credentials
+//
+// Config.URL is parsed by pgx, which honours libpq's parameters. In
+// production use TLS that verifies the server:
+//
+//	postgres://ordo@db.internal:5432/ordo?sslmode=verify-full&sslrootcert=/etc/ordo/pg-ca.pem
+//
+// sslmode=verify-full checks the server's certificate against sslrootcert
+// and its name against the host; verify-ca skips the name; require
+// encrypts without verifying (open to a man in the middle); disable is for
+// a server on loopback. sslcert and sslkey present a client certificate.
+// The password may sit in the URL or come from PGPASSWORD or a
+// ~/.pgpass file, which pgx reads too; keep the URL itself out of command
+// lines and logs (the bank's node takes it from ORDO_PG_URL). Errors from
+// Open name the user, database and host, never the password.
+//
 // # Limits
 //
 // Each column of a batch travels as one array parameter, and PostgreSQL

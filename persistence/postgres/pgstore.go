@@ -38,8 +38,11 @@ const advisoryClass = 0x6f72646f
 // Config configures Open.
 type Config struct {
 	// URL is the PostgreSQL connection string (required), e.g.
-	// postgres://user:pass@host:5432/db?sslmode=disable. Pool settings in
-	// the URL (pool_max_conns, ...) are honoured.
+	// postgres://user:pass@host:5432/db?sslmode=verify-full&sslrootcert=/etc/ordo/pg-ca.pem.
+	// pgx honours libpq's TLS parameters (sslmode, sslrootcert, sslcert,
+	// sslkey, sslpassword; see the package doc) and pool settings
+	// (pool_max_conns, ...). It holds the password: read it from a file or
+	// the environment, and never print it (Open's errors do not).
 	URL string
 	// Schema is the schema holding the store's tables; it is created when
 	// missing. Default DefaultSchema.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
 	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
 	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
@@ -109,6 +113,45 @@ func TestUnreachableServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("Open against a closed port succeeded")
 	}
+}
+
+// The URL's TLS parameters reach pgx, and no error shows the password:
+// sslrootcert is read at Open, and with sslmode=verify-full against a
+// server whose certificate that CA did not sign (or that has no TLS), no
+// connection is made.
+func TestOpenHonoursSSLParams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	const secret = "secret-pw-7f3a"
+	_, err := pgstore.Open(ctx, pgstore.Config{URL: "postgres://u:" + secret + "@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=/nonexistent/root.pem"})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/root.pem") || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Open with an unreadable sslrootcert: %v", err)
+	}
+	url := pgtest.URL(t) // skips without a server
+	ca, err := ordotls.NewCA("not-the-server-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "root.pem")
+	if err := os.WriteFile(root, ca.CAPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "verify-full")
+	q.Set("sslrootcert", root)
+	u.RawQuery = q.Encode()
+	_, err = pgstore.Open(ctx, pgstore.Config{URL: u.String(), Schema: pgtest.Schema(t)})
+	if err == nil {
+		t.Fatal("Open verified the server against a CA that did not sign its certificate")
+	}
+	if pw, ok := u.User.Password(); ok && (strings.Contains(err.Error(), ":"+pw+"@") || strings.Contains(err.Error(), "password="+pw)) {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+	t.Logf("refused as expected: %v", err)
 }
 
 // A Fence waits for a Save holding the fence row's lock, and a Save that

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -52,6 +54,28 @@ type Config struct {
 	// TickMs and ElectionMs are the raft heartbeat and election timeouts;
 	// defaults 100 and 1000 (etcd's). Tests use shorter ones.
 	TickMs, ElectionMs uint
+	// ClientTLS, when set, serves clients over TLS only: ClientURL must
+	// then be https:// (the default becomes https://127.0.0.1:0), and
+	// with ClientTLS.CA set every client must present a certificate
+	// issued by it.
+	ClientTLS *TLSFiles
+	// RootPassword, when set, turns etcd's authentication on once the
+	// member serves: a user "root" with this password and the root role
+	// is created, then auth is enabled, so that every client must log in
+	// (clientv3.Config Username and Password).
+	RootPassword string
+}
+
+// TLSFiles names the PEM files of a member's client listener.
+type TLSFiles struct {
+	// CA, when set, is the bundle client certificates must verify
+	// against; a client without one is refused. "": no client
+	// certificate is asked for.
+	CA string
+	// Cert and Key are the member's certificate (valid for the client
+	// URL's host, for server and client authentication: the member calls
+	// itself through its client URL) and its key.
+	Cert, Key string
 }
 
 // applyCommon copies the settings shared by single members and clusters,
@@ -101,6 +125,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ClientURL == "" {
 		cfg.ClientURL = "http://127.0.0.1:0"
+		if cfg.ClientTLS != nil {
+			cfg.ClientURL = "https://127.0.0.1:0"
+		}
 	}
 	if cfg.PeerURL == "" {
 		cfg.PeerURL = "http://127.0.0.1:0"
@@ -130,6 +157,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	ec.MaxTxnOps = cfg.MaxTxnOps
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if t := cfg.ClientTLS; t != nil {
+		if curl.Scheme != "https" {
+			return nil, fmt.Errorf("etcdembed: ClientTLS needs an https:// client URL, not %q", cfg.ClientURL)
+		}
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: t.Cert, KeyFile: t.Key, TrustedCAFile: t.CA, ClientCertAuth: t.CA != ""}
+	}
 	ml := &memberLog{}
 	if err := applyCommon(ec, cfg, ml); err != nil {
 		return nil, err
@@ -151,15 +184,42 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Close()
 		return nil, errors.New("etcdembed: member did not become ready within 60s")
 	}
+	if cfg.RootPassword != "" {
+		if err := enableAuth(ctx, s, cfg.RootPassword); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// enableAuth creates the root user with password and the root role, then
+// enables authentication, through the member's own API (no client: the
+// member may require client certificates).
+func enableAuth(ctx context.Context, s *Server, password string) error {
+	es := s.e.Server
+	if _, err := es.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: password}); err != nil {
+		return fmt.Errorf("etcdembed: adding the root user: %w", err)
+	}
+	if _, err := es.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}); err != nil {
+		return fmt.Errorf("etcdembed: granting the root role: %w", err)
+	}
+	if _, err := es.AuthEnable(ctx, &pb.AuthEnableRequest{}); err != nil {
+		return fmt.Errorf("etcdembed: enabling auth: %w", err)
+	}
+	return nil
 }
 
 // Endpoints returns the client URLs the member listens on, with the ports
 // actually bound.
 func (s *Server) Endpoints() []string {
+	scheme := "http://"
+	if s.cfg.ClientTLS != nil {
+		scheme = "https://"
+	}
 	var eps []string
 	for _, l := range s.e.Clients {
-		eps = append(eps, "http://"+l.Addr().String())
+		eps = append(eps, scheme+l.Addr().String())
 	}
 	return eps
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"go.uber.org/zap"
 )
@@ -103,6 +104,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		}
 		r.logf("PostgreSQL database %s recreated", cfg.PGDatabase)
 	}
+	if err := r.writeCerts(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.startEtcd(ctx); err != nil {
 		return nil, err
 	}
@@ -117,11 +121,17 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	direct := joinComma(r.directEndpoints())
 	accounts, balance := strconv.Itoa(cfg.Accounts), strconv.FormatInt(cfg.Balance, 10)
-	if err := r.runCmd(ctx, "open", "open", "--etcd", direct, "--accounts", accounts, "--balance", balance); err != nil {
+	clientTLS := r.tlsArgs(clientCert)
+	if err := r.runCmd(ctx, "open", append([]string{"open", "--etcd", direct, "--accounts", accounts, "--balance", balance},
+		clientTLS...)...); err != nil {
 		return nil, err
 	}
 
-	client, err := cluster.Dial(ctx, r.directEndpoints(), probeClientConfig())
+	pcc := probeClientConfig()
+	if pcc.TLS, err = ordotls.Load(r.tlsFiles(clientCert)); err != nil {
+		return nil, fmt.Errorf("chaos: probe client: %w", err)
+	}
+	client, err := cluster.Dial(ctx, r.directEndpoints(), pcc)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: probe client: %w", err)
 	}
@@ -161,10 +171,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	defer func() { stopScrape(); scrapeWG.Wait() }()
 
 	hist := filepath.Join(dir, "history.jsonl")
-	load := newProc("load", cfg.Bank, filepath.Join(dir, "load.log"), []string{"load", "--etcd", direct,
+	load := newProc("load", cfg.Bank, filepath.Join(dir, "load.log"), append([]string{"load", "--etcd", direct,
 		"--accounts", accounts, "--duration", cfg.Duration.String(), "--concurrency", strconv.Itoa(cfg.Concurrency),
 		"--read-ratio", strconv.FormatFloat(cfg.ReadRatio, 'f', -1, 64),
-		"--seed", strconv.FormatUint(max(cfg.Seed, 1), 10), "--history", hist})
+		"--seed", strconv.FormatUint(max(cfg.Seed, 1), 10), "--history", hist}, clientTLS...))
 	if err := load.start(); err != nil {
 		return nil, err
 	}
@@ -239,8 +249,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep.Check.Report = checkReport
 	r.logf("%6.1fs checking", time.Since(r.start).Seconds())
 	checkStart := time.Now()
-	cerr := r.runCmd(ctx, "check", "check", "--etcd", direct, "--accounts", accounts, "--balance", balance,
-		"--history", hist, "--report", checkReport, "--verbose", "--resolve-timeout", cfg.ResolveTimeout.String())
+	cerr := r.runCmd(ctx, "check", append([]string{"check", "--etcd", direct, "--accounts", accounts, "--balance", balance,
+		"--history", hist, "--report", checkReport, "--verbose", "--resolve-timeout", cfg.ResolveTimeout.String()},
+		clientTLS...)...)
 	rep.Check.ElapsedMS = time.Since(checkStart).Milliseconds()
 	r.logf("%6.1fs check done in %.1fs", time.Since(r.start).Seconds(), time.Since(checkStart).Seconds())
 	if ctx.Err() != nil {
@@ -269,8 +280,13 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	return rep, nil
 }
 
+// clientCert names the certificate of the run's client processes (bank
+// certs writes it).
+const clientCert = "client"
+
 // probeClientConfig is the recovery probe's cluster client: quiet, and
 // with attempts short enough to notice an owner that stopped answering.
+// Its TLS is set by Run.
 func probeClientConfig() cluster.ClientConfig {
 	cc := cluster.DefaultClientConfig()
 	cc.Logger = slog.New(slog.DiscardHandler)

@@ -163,7 +163,7 @@ func ParseFlags(args []string, stderr io.Writer, pgDefault string) (Config, erro
 	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "number of bank nodes")
 	fs.IntVar(&c.EtcdMembers, "etcd-members", c.EtcdMembers, "number of etcd members")
 	fs.StringVar(&c.Store, "store", c.Store, "node store: etcd or postgres")
-	fs.StringVar(&c.PGURL, "pg", pgDefault, "PostgreSQL URL (--store postgres)")
+	fs.StringVar(&c.PGURL, "pg", "", "PostgreSQL URL (--store postgres; default $ORDO_PG_URL)")
 	faults := fs.String("faults", "all", "comma-separated faults: kill,pause,partition,etcd,postgres")
 	fs.StringVar(&c.ReportPath, "report", "", "write the JSON report to this file")
 	fs.StringVar(&c.Dir, "dir", "", "run directory for logs and data (default: a new temporary directory)")
@@ -177,6 +177,9 @@ func ParseFlags(args []string, stderr io.Writer, pgDefault string) (Config, erro
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("chaos: unexpected arguments %q", fs.Args())
+	}
+	if c.PGURL == "" {
+		c.PGURL = pgDefault // not the flag's default: -h would print its password
 	}
 	c.PGRestart = strings.Fields(*pgRestart)
 	if len(c.PGRestart) == 0 {

@@ -27,6 +27,13 @@
 // datagrams while cut. The load, the probe and the checker reach etcd
 // directly.
 //
+// Nodes and clients talk mutual TLS: before anything starts, `bank certs`
+// writes a CA, one certificate per node and one for the clients into the
+// run directory's certs/, and every process gets --tls-ca, --tls-cert and
+// --tls-key (the in-process probe loads the client's files). The proxies
+// carry TLS unchanged. Command lines in the logs have their passwords
+// redacted (internal/redact).
+//
 // # Faults
 //
 // Plan draws the schedule: one fault at a time, every Config.Interval with

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/ordo-actors/ordo/internal/redact"
 )
 
 // freshDatabase drops and recreates the database name on the server of
@@ -16,7 +17,7 @@ import (
 func freshDatabase(ctx context.Context, pgURL, name string) (string, error) {
 	u, err := url.Parse(pgURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", fmt.Errorf("chaos: --pg %q: want a postgres:// URL", pgURL)
+		return "", fmt.Errorf("chaos: --pg %q: want a postgres:// URL", redact.Redact(pgURL))
 	}
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {

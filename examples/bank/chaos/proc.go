@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ordo-actors/ordo/internal/redact"
 )
 
 // errNotRunning is returned when a signal is sent to a process that is not
@@ -60,7 +62,8 @@ func (p *proc) start() error {
 	if err != nil {
 		return fmt.Errorf("chaos: %s log: %w", p.name, err)
 	}
-	fmt.Fprintf(logf, "=== %s incarnation %d: %s %v\n", time.Now().UTC().Format(time.RFC3339Nano), p.incarnation+1, p.path, p.args)
+	fmt.Fprintf(logf, "=== %s incarnation %d: %s %v\n", time.Now().UTC().Format(time.RFC3339Nano), p.incarnation+1, p.path,
+		redact.Args(p.args))
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf

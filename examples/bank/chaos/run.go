@@ -18,6 +18,8 @@ import (
 
 	"github.com/ordo-actors/ordo/internal/netproxy"
 	"github.com/ordo-actors/ordo/internal/ports"
+	"github.com/ordo-actors/ordo/internal/redact"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -102,6 +104,7 @@ type runner struct {
 	admin   *adminClient
 	tally   *fencedTally
 	etcd    *clientv3.Client // direct (unproxied) client for orchestration
+	certs   string           // directory of the cluster's TLS files (bank certs)
 	shards  uint32
 	start   time.Time // when the load started
 
@@ -219,7 +222,7 @@ func (r *runner) startNodes(ctx context.Context) error {
 		if r.cfg.Store == "postgres" {
 			u, err := url.Parse(r.cfg.PGURL)
 			if err != nil {
-				return fmt.Errorf("chaos: --pg: %w", err)
+				return fmt.Errorf("chaos: --pg %s: not a URL", redact.Redact(r.cfg.PGURL))
 			}
 			if n.storeProxy, err = netproxy.Listen(u.Host, netproxy.Options{}); err != nil {
 				return err
@@ -256,6 +259,7 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 		"--remote", n.remote, "--advertise-remote", n.remoteProxy.Addr(),
 		"--gossip", n.gossip, "--advertise-gossip", n.gossipProxy.Addr(),
 		"--admin", n.admin, "--store", r.cfg.Store, "--lease-ttl", r.cfg.LeaseTTL.String()}
+	args = append(args, r.tlsArgs(n.name)...)
 	var join []string
 	for _, p := range peers {
 		if p != n {
@@ -269,6 +273,30 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 		args = append(args, "--pg", proxiedURL(r.cfg.PGURL, n.storeProxy))
 	}
 	return args
+}
+
+// writeCerts writes the cluster's CA and the certificates of its nodes and
+// clients into the run directory, with `bank certs`.
+func (r *runner) writeCerts(ctx context.Context) error {
+	r.certs = filepath.Join(r.dir, "certs")
+	nodes := make([]string, r.cfg.Nodes)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return r.runCmd(ctx, "certs", "certs", "--dir", r.certs, "--nodes", strings.Join(nodes, ","))
+}
+
+// tlsFiles are the TLS files of the process named name (a node ID, or
+// "client").
+func (r *runner) tlsFiles(name string) ordotls.Files {
+	return ordotls.Files{CA: filepath.Join(r.certs, ordotls.CAFile), Cert: filepath.Join(r.certs, name+".pem"),
+		Key: filepath.Join(r.certs, name+"-key.pem")}
+}
+
+// tlsArgs are the TLS flags of the process named name.
+func (r *runner) tlsArgs(name string) []string {
+	f := r.tlsFiles(name)
+	return []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
 }
 
 // startNode starts node i (again), joining peers.

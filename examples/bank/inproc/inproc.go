@@ -1,6 +1,7 @@
 // Package inproc runs a whole bank cluster inside one process: an embedded
 // etcd (or a given one), a store (etcd or PostgreSQL), N ordo nodes hosting
-// the ledger kinds, and a client. `bank demo` and the ordo approach of
+// the ledger kinds, and a client, the nodes and the client talking mutual
+// TLS with certificates of a CA kept in memory. `bank demo` and the ordo approach of
 // `bank bench` use it; so do the tests.
 //
 // A Cluster's methods are safe for concurrent use, except Close, which is
@@ -21,6 +22,7 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
@@ -61,6 +63,9 @@ type Config struct {
 	// metrics, the dashboard) on this host:port; port 0 picks a free one
 	// per node, which a node restarted under the same ID binds again.
 	AdminAddr string
+	// CA issues the certificates of the nodes (named by their IDs) and of
+	// the client ("client"); nil makes a throw-away one.
+	CA *ordotls.CA
 }
 
 // Cluster is a running in-process cluster.
@@ -106,6 +111,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		seq.n++
 		cfg.Prefix = fmt.Sprintf("/ordo/bank-%d-%d-%d", os.Getpid(), time.Now().Unix(), seq.n)
 		seq.Unlock()
+	}
+	if cfg.CA == nil {
+		ca, err := ordotls.NewCA("ordo bank in-process CA")
+		if err != nil {
+			return nil, fmt.Errorf("inproc: %w", err)
+		}
+		cfg.CA = ca
 	}
 	c := &Cluster{cfg: cfg}
 	defer func() {
@@ -168,6 +180,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	ccfg := cluster.DefaultClientConfig()
 	ccfg.Prefix = cfg.Prefix
 	ccfg.Logger = cfg.Logger
+	if ccfg.TLS, err = cfg.CA.Client("client"); err != nil {
+		return nil, fmt.Errorf("inproc: %w", err)
+	}
 	if c.client, err = cluster.Dial(ctx, endpoints, ccfg); err != nil {
 		return nil, fmt.Errorf("inproc: %w", err)
 	}
@@ -193,9 +208,13 @@ func schemaName(prefix string) string {
 // NodeID returns the ID of node i.
 func NodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
 
-func (c *Cluster) nodeConfig(i int) cluster.Config {
+func (c *Cluster) nodeConfig(i int) (cluster.Config, error) {
 	cfg := cluster.DefaultLocalConfig()
 	cfg.NodeID = NodeID(i)
+	var err error
+	if cfg.TLS, err = c.cfg.CA.Node(cfg.NodeID); err != nil {
+		return cfg, fmt.Errorf("inproc: %w", err)
+	}
 	cfg.EtcdEndpoints = c.cfg.EtcdEndpoints // its own connection, lost with it on a crash
 	cfg.Store = c.store
 	cfg.Placement.Prefix = c.cfg.Prefix
@@ -216,15 +235,18 @@ func (c *Cluster) nodeConfig(i int) cluster.Config {
 			cfg.Join = append(cfg.Join, n.GossipAddr())
 		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 // startNode starts node i, replacing the previous node i if any (which
 // must have been killed or shut down).
 func (c *Cluster) startNode(ctx context.Context, i int) (*cluster.Node, error) {
 	c.mu.Lock()
-	cfg := c.nodeConfig(i)
+	cfg, err := c.nodeConfig(i)
 	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	var n *cluster.Node
 	for {
 		var err error
@@ -294,7 +316,15 @@ func (c *Cluster) Endpoints() []string { return c.cfg.EtcdEndpoints }
 func (c *Cluster) Prefix() string { return c.cfg.Prefix }
 
 // Shards returns the shard count.
-func (c *Cluster) Shards() uint32 { return c.nodeConfig(0).Placement.Shards }
+func (c *Cluster) Shards() uint32 {
+	if c.cfg.Shards != 0 {
+		return c.cfg.Shards
+	}
+	return cluster.DefaultLocalConfig().Placement.Shards
+}
+
+// CA returns the CA of the cluster's certificates.
+func (c *Cluster) CA() *ordotls.CA { return c.cfg.CA }
 
 // Owner returns the index of the node that owns ref's shard now, or -1.
 func (c *Cluster) Owner(ref actors.Ref) int {

@@ -225,7 +225,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	redisF := fs.String("redis", os.Getenv("ORDO_REDIS_ADDRS"), "comma-separated Redis addresses (5 for Redlock)")
 	zkF := fs.String("zk", os.Getenv("ORDO_ZK_ADDRS"), "comma-separated ZooKeeper addresses")
 	etcdF := fs.String("etcd", os.Getenv("ORDO_ETCD_ENDPOINTS"), "comma-separated etcd endpoints; empty starts an embedded member")
-	pgF := fs.String("pg", os.Getenv("ORDO_PG_URL"), "PostgreSQL URL")
+	pgF := fs.String("pg", "", "PostgreSQL URL (default $ORDO_PG_URL, not shown: it may hold a password)")
 	check := fs.Bool("check", false, "fail unless every approach completes transfers and passes its checks")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -264,6 +264,9 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	}
 	if err := wl.Validate(); err != nil {
 		return &UsageError{err}
+	}
+	if *pgF == "" {
+		*pgF = os.Getenv("ORDO_PG_URL")
 	}
 	st := Settings{Redis: splitList(*redisF), ZK: splitList(*zkF), Etcd: splitList(*etcdF), PG: *pgF, TTL: *ttl}
 	fmt.Fprintf(stdout, "lab: seed %d\n", wl.Seed)

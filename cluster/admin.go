@@ -247,7 +247,6 @@ func (n *Node) startAdmin() error {
 		ln = tls.NewListener(ln, adminTLSConfig(src))
 	}
 	n.adminLn = ln
-	n.advertiseAdmin(ln.Addr())
 	n.admin = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	n.wg.Add(1)
 	go func() {

@@ -33,31 +33,24 @@ func (n *Node) runDashboard(ctx context.Context) {
 	n.dashboard().Run(ctx)
 }
 
-// advertiseAdmin gossips the admin endpoint's address, so that the other
-// nodes' dashboards can read this node's numbers. An address bound to
-// every interface is advertised with the host of the remote address.
-func (n *Node) advertiseAdmin(bound net.Addr) {
-	host, port, err := net.SplitHostPort(bound.String())
+// adminAdvert is the admin endpoint's address as gossiped, so that the
+// other nodes' dashboards can read this node's numbers ("" without an
+// admin endpoint). An address bound to every interface is advertised with
+// the host of the remote address.
+func (n *Node) adminAdvert() string {
+	if n.adminLn == nil {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(n.adminLn.Addr().String())
 	if err != nil {
-		return
+		return ""
 	}
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		if rh, _, err := net.SplitHostPort(n.tr.addr); err == nil {
 			host = rh
 		}
 	}
-	n.members.setAdmin(net.JoinHostPort(host, port))
-}
-
-// setAdmin gossips the admin endpoint's address.
-func (m *membership) setAdmin(addr string) {
-	m.mu.Lock()
-	same := m.meta.Admin == addr
-	m.meta.Admin = addr
-	m.mu.Unlock()
-	if !same {
-		_ = m.ml.UpdateNode(time.Second) // best effort: the next push-pull carries it too
-	}
+	return net.JoinHostPort(host, port)
 }
 
 // suspects returns the members gossip suspects.

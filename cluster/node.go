@@ -146,7 +146,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.metrics.registerStore(n.cfg.Store)
 	n.tr.serve(n.serveRemote)
 
-	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr}, n.log)
+	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr, Admin: n.adminAdvert()}, n.log)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,8 @@ type env struct {
 	shards uint32
 	nodes  []*cluster.Node
 	faults *cluster.GossipFaults
+	// gossipKey encrypts the nodes' gossip.
+	gossipKey []byte
 }
 
 // newEnv starts an etcd; with a nil store, the cluster keeps its entities
@@ -61,6 +63,10 @@ type env struct {
 func newEnv(t *testing.T, store persistence.Store, shards uint32) *env {
 	e := &env{t: t, etcd: startEtcd(t), store: store, shards: shards,
 		prefix: fmt.Sprintf("/ordo/test-%d", prefixSeq.Add(1)), faults: &cluster.GossipFaults{}}
+	var err error
+	if e.gossipKey, err = cluster.GenerateGossipKey(); err != nil {
+		t.Fatal(err)
+	}
 	if store == nil {
 		c, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
@@ -87,6 +93,7 @@ func (e *env) config(id string) cluster.Config {
 	cfg.Placement.Shards = e.shards
 	cfg.Logger = testutil.Logger()
 	cfg.GossipFaults = e.faults
+	cfg.GossipKeys = [][]byte{e.gossipKey}
 	if len(e.nodes) > 0 {
 		cfg.Join = []string{e.nodes[0].GossipAddr()}
 	}

@@ -64,6 +64,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"node", "--id", "n1", "--etcd", "http://127.0.0.1:1", "--store", "postgres"}, "needs --pg"},
 		{[]string{"node", "--id", "n1", "--etcd", "http://127.0.0.1:1", "--advertise-gossip", "localhost:7000"}, "AdvertiseGossipAddr"},
 		{[]string{"node", "--id", "n1", "--etcd", "http://127.0.0.1:1", "--advertise-remote", "127.0.0.1:0"}, "AdvertiseRemoteAddr"},
+		{[]string{"node", "--id", "n1", "--etcd", "http://127.0.0.1:1", "--gossip-key", "/nonexistent/gossip.key"}, "--gossip-key"},
 		{[]string{"open", "--accounts", "10"}, "--etcd is required"},
 		{[]string{"open", "--etcd", "http://127.0.0.1:1", "--accounts", "0"}, "--accounts 0"},
 		{[]string{"open", "--etcd", "http://127.0.0.1:1", "--accounts", "10", "--balance", "-5"}, "--balance -5"},

@@ -57,6 +57,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
+	// GossipKeys encrypt the nodes' gossip (cluster.Config.GossipKeys);
+	// nil makes Start generate a random key.
+	GossipKeys [][]byte
 }
 
 // Cluster is a running in-process cluster.
@@ -95,6 +98,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(cfg.GossipKeys) == 0 {
+		k, err := cluster.GenerateGossipKey()
+		if err != nil {
+			return nil, fmt.Errorf("inproc: %w", err)
+		}
+		cfg.GossipKeys = [][]byte{k}
 	}
 	if cfg.Prefix == "" {
 		seq.Lock()
@@ -202,6 +212,7 @@ func (c *Cluster) nodeConfig(i int) cluster.Config {
 		cfg.Placement.ValidityMargin = min(cfg.Placement.ValidityMargin, c.cfg.LeaseTTL/4)
 	}
 	cfg.Logger = c.cfg.Logger
+	cfg.GossipKeys = c.cfg.GossipKeys
 	for j, n := range c.nodes {
 		if j != i && n != nil {
 			cfg.Join = append(cfg.Join, n.GossipAddr())

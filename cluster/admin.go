@@ -36,12 +36,23 @@ type Status struct {
 	Extra      map[string]string `json:"extra,omitempty"`
 }
 
-// Member is one node as gossip and etcd see it.
+// Member is one node as gossip and etcd see it: a registered node, or a
+// gossip member alive but not registered. A registered node counts as
+// live only through the gossip member that matches its registration (same
+// node ID, lease, remote and gossip addresses).
 type Member struct {
 	ID         string `json:"id"`
 	RemoteAddr string `json:"remote_addr"`
-	Alive      bool   `json:"alive"`
-	Registered bool   `json:"registered"`
+	// Alive: for a registered node, gossip shows its matching member alive
+	// (the node counts as live); for one that is not, gossip shows it alive.
+	Alive bool `json:"alive"`
+	// Dead: gossip declared the registered node's matching member dead or
+	// gone (its lease is a candidate for revocation).
+	Dead       bool `json:"dead,omitempty"`
+	Registered bool `json:"registered"`
+	// Mismatch says why gossip does not vouch for the node ("not in
+	// gossip", or how the gossip member and the registration differ).
+	Mismatch string `json:"mismatch,omitempty"`
 }
 
 // OwnedShard is one shard held by the node.
@@ -67,23 +78,7 @@ func (n *Node) Status() Status {
 	} else {
 		st.Ready = true
 	}
-	alive, _ := n.members.snapshot()
-	seen := map[string]*Member{}
-	for _, info := range n.place.Table().Nodes() {
-		m := &Member{ID: info.ID, RemoteAddr: info.RemoteAddr, Registered: true}
-		_, m.Alive = alive[info.ID]
-		m.Alive = m.Alive || info.ID == n.cfg.NodeID
-		seen[info.ID] = m
-	}
-	for id, meta := range alive {
-		if _, ok := seen[id]; !ok {
-			seen[id] = &Member{ID: id, RemoteAddr: meta.Remote, Alive: true}
-		}
-	}
-	for _, m := range seen {
-		st.Members = append(st.Members, *m)
-	}
-	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	st.Members = n.members.describe(n.cfg.NodeID, n.place.Table().Nodes())
 	for s, e := range n.place.Owned() {
 		st.Shards = append(st.Shards, OwnedShard{Shard: s, Epoch: e})
 	}

@@ -194,7 +194,7 @@ func BenchmarkFailover(b *testing.B) {
 		})
 		victimIdx := it % len(e.nodes)
 		victim := e.nodes[victimIdx]
-		ids := entitiesOf(victim, e.shards, 20)
+		ids := entitiesOf(b, victim, e.shards, 20)
 		for _, id := range ids {
 			if _, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1}); err != nil {
 				b.Fatal(err)

@@ -91,6 +91,16 @@ type Config struct {
 	// DefaultLANConfig, tuned to declare a dead node in about 2s) or
 	// "local" (DefaultLocalConfig). Default "lan".
 	Gossip string
+	// GossipKeys are the keys gossip is encrypted and authenticated with
+	// (AES-GCM; each 16, 24 or 32 bytes for AES-128, -192 or -256). The
+	// first is the primary: the node encrypts with it; every key
+	// decrypts. With keys set, plaintext or undecryptable gossip is
+	// dropped. Every node of a cluster needs the same primary key among
+	// its keys (see Node.SetGossipKeys to rotate them). Read them from a
+	// file with ReadGossipKeys; never pass them on a command line. Default
+	// nil: gossip is plaintext and anyone who reaches the gossip port
+	// takes part in failure detection (a warning is logged at Start).
+	GossipKeys [][]byte
 	// AdminAddr is where the admin HTTP endpoint (status JSON, /healthz,
 	// /readyz, /metrics; see Node.Handler) listens; "" disables it. On a
 	// loopback address it needs no protection. Bound to any other address
@@ -206,6 +216,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Gossip != "lan" && c.Gossip != "local" {
 		return fmt.Errorf("cluster: Gossip %q: want \"lan\" or \"local\"", c.Gossip)
+	}
+	if len(c.GossipKeys) > 0 {
+		if err := validGossipKeys(c.GossipKeys); err != nil {
+			return err
+		}
 	}
 	if err := c.Retry.validate(); err != nil {
 		return err

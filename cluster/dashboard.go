@@ -53,6 +53,20 @@ func (n *Node) adminAdvert() string {
 	return net.JoinHostPort(host, port)
 }
 
+// adminOf returns the admin address node id gossips (this node's own when
+// id is self).
+func (m *membership) adminOf(self, id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id == self {
+		return m.meta.Admin
+	}
+	if mem, ok := m.members[id]; ok {
+		return mem.meta.Admin
+	}
+	return ""
+}
+
 // suspects returns the members gossip suspects.
 func (m *membership) suspects() map[string]bool {
 	out := map[string]bool{}
@@ -192,19 +206,18 @@ func (s dashSource) View() dashboard.View {
 	for shard, o := range snap {
 		v.Owners[shard] = dashboard.Owner{Node: o.NodeID, Epoch: o.Epoch}
 	}
-	alive, dead := n.members.snapshot()
+	// Only members that match their registration count, as for placement.
+	gv := n.members.view(n.cfg.NodeID, table.Nodes())
 	suspect := n.members.suspects()
-	for id, meta := range alive {
+	for _, id := range gv.live {
 		st := dashboard.GossipAlive
 		if suspect[id] {
 			st = dashboard.GossipSuspect
 		}
-		v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: id, State: st, AdminAddr: meta.Admin})
+		v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: id, State: st, AdminAddr: n.members.adminOf(n.cfg.NodeID, id)})
 	}
-	for id := range dead {
-		if _, ok := alive[id]; !ok {
-			v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: id, State: dashboard.GossipDead})
-		}
+	for id := range gv.dead {
+		v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: id, State: dashboard.GossipDead})
 	}
 	return v
 }

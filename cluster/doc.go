@@ -24,6 +24,20 @@
 // depends on this: a node that was alive after all is fenced by storage and
 // rejoins under a new lease.
 //
+// Gossip security: with Config.GossipKeys, gossip is encrypted and
+// authenticated (memberlist's keyring, AES-GCM; Node.SetGossipKeys rotates
+// keys on a running node); without, it is plaintext and a warning is
+// logged at Start. Either way a gossip member counts only through the etcd
+// registration it matches: same memberlist name and node ID, same remote
+// address and lease in its metadata, same gossip address. A member that
+// matches no registration never makes a node live, and a registered node
+// is marked dead, and its lease considered for revocation, only by news of
+// the member that matches its registration; the mark clears when that
+// member is alive again. Members that stay unmatched are logged (once
+// each) and listed in Status with the mismatch. A member holding the key
+// is still trusted with failure detection itself (memberlist's suspect and
+// dead messages about others); safety never depends on it.
+//
 // Graceful handoff: Shutdown drains every shard (stop admitting, finish,
 // flush, stop entities) before releasing its lock; callers see retries,
 // not failures.

@@ -18,9 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// entitiesOf returns n entity IDs whose shards node owns.
-func entitiesOf(node *cluster.Node, shards uint32, n int) []string {
+// entitiesOf returns n entity IDs whose shards node owns; it fails the
+// test when node owns no shard.
+func entitiesOf(tb testing.TB, node *cluster.Node, shards uint32, n int) []string {
+	tb.Helper()
 	owned := node.Owned()
+	if len(owned) == 0 {
+		tb.Fatalf("%s owns no shard", node.ID())
+	}
 	var ids []string
 	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprintf("x%d", i)
@@ -37,13 +42,13 @@ func TestCrashFailover(t *testing.T) {
 	store := memory.New()
 	e := newEnv(t, store, 32)
 	e.startN(3)
-	e.settled(e.nodes...)
+	e.converged(e.nodes...) // each node holds its share, the victim too
 	client := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	victim := e.nodes[2]
-	ids := entitiesOf(victim, e.shards, 50)
+	ids := entitiesOf(t, victim, e.shards, 50)
 	for i, id := range ids {
 		_, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: int64(i + 1)})
 		require.NoError(t, err)

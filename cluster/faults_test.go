@@ -42,12 +42,12 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	cfg := e.config("n2")
 	cfg.AdminAddr = "127.0.0.1:0"
 	n2 := e.start(cfg)
-	e.settled(n1, n2)
+	e.converged(n1, n2)
 	client := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	id := entitiesOf(n2, e.shards, 1)[0]
+	id := entitiesOf(t, n2, e.shards, 1)[0]
 	shard := actors.ShardOf(counter(id), int(e.shards))
 	_, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1}, actors.WithRequestID("a1"))
 	require.NoError(t, err)
@@ -105,7 +105,9 @@ func TestPausedNodeIsFenced(t *testing.T) {
 func TestGossipPartitionDoesNotMoveShards(t *testing.T) {
 	e := newEnv(t, nil, 32)
 	e.startN(3)
-	e.settled(e.nodes...)
+	// Converged, not only settled: the shards of the last node to join may
+	// still be on their way to it when every shard has an owner.
+	e.converged(e.nodes...)
 	client := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

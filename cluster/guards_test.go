@@ -54,12 +54,12 @@ func TestGuardPausedReadNotAnsweredAfterShardMoved(t *testing.T) {
 	e := newEnv(t, nil, 8)
 	n1 := e.start(e.config("n1"))
 	n2 := e.start(e.config("n2"))
-	e.settled(n1, n2)
+	e.converged(n1, n2)
 	client := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	id := entitiesOf(n2, e.shards, 1)[0]
+	id := entitiesOf(t, n2, e.shards, 1)[0]
 	shard := actors.ShardOf(counter(id), int(e.shards))
 	_, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1})
 	require.NoError(t, err)

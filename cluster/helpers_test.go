@@ -90,6 +90,8 @@ type env struct {
 	nodes    []*cluster.Node
 	faults   *cluster.GossipFaults
 	insecure bool
+	// gossipKey encrypts the nodes' gossip.
+	gossipKey []byte
 }
 
 // newEnv starts an etcd; with a nil store, the cluster keeps its entities
@@ -97,6 +99,10 @@ type env struct {
 func newEnv(t *testing.T, store persistence.Store, shards uint32) *env {
 	e := &env{t: t, etcd: startEtcd(t), store: store, shards: shards,
 		prefix: fmt.Sprintf("/ordo/test-%d", prefixSeq.Add(1)), faults: &cluster.GossipFaults{}}
+	var err error
+	if e.gossipKey, err = cluster.GenerateGossipKey(); err != nil {
+		t.Fatal(err)
+	}
 	if store == nil {
 		c, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
@@ -128,6 +134,7 @@ func (e *env) config(id string) cluster.Config {
 	} else {
 		cfg.TLS = nodeTLS(id)
 	}
+	cfg.GossipKeys = [][]byte{e.gossipKey}
 	if len(e.nodes) > 0 {
 		cfg.Join = []string{e.nodes[0].GossipAddr()}
 	}

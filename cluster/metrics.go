@@ -18,7 +18,10 @@ type metrics struct {
 	retries   prometheus.Counter
 	handoffs  prometheus.Counter
 	failovers prometheus.Counter
-	batch     prometheus.Histogram
+	// failoverChecks counts the checks of a dead node's lease this node
+	// made as its revoker.
+	failoverChecks prometheus.Counter
+	batch          prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -43,12 +46,15 @@ func newMetrics() *metrics {
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ordo_failover_revocations_total", Help: "Leases of dead nodes this node revoked.",
 		}),
+		failoverChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ordo_failover_checks_total", Help: "Checks, by this node as the chosen revoker, of the lease of a node gossip declared dead (revoked when it shows a missed renewal).",
+		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ordo_batch_records", Help: "Records per store Save.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.handoffs, m.failovers, m.batch)
+	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.handoffs, m.failovers, m.failoverChecks, m.batch)
 	return m
 }
 

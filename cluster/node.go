@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +66,9 @@ func New(cfg Config, kinds ...actors.Kind) (*Node, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.GossipKeys != nil {
+		cfg.GossipKeys = copyKeys(cfg.GossipKeys)
 	}
 	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), kinds: kinds, metrics: newMetrics()}, nil
 }
@@ -364,9 +367,11 @@ func (n *Node) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply,
 	return n.router.Invoke(ctx, env)
 }
 
-// liveLoop feeds placement the live set (registered in etcd and not
-// declared dead by gossip) and revokes the leases of dead nodes when this
-// node is the one chosen to.
+// liveLoop feeds placement the live set (registered in etcd and alive in
+// gossip through the member that matches the registration; see
+// membership.view) and revokes the leases of registered nodes whose
+// matching member gossip declared dead, when this node is the one chosen
+// to.
 func (n *Node) liveLoop(ctx context.Context) {
 	defer n.wg.Done()
 	changed, unsubscribe := n.place.Table().Subscribe()
@@ -377,43 +382,34 @@ func (n *Node) liveLoop(ctx context.Context) {
 	var revokeMu sync.Mutex
 	lastLease := int64(n.place.Lease())
 	var lastRejoin time.Time
+	var lastLive []string
 	for {
-		alive, dead := n.members.snapshot()
-		var live []string
-		for _, info := range n.place.Table().Nodes() {
-			if info.ID == n.cfg.NodeID {
-				live = append(live, info.ID)
-				continue
-			}
-			if _, ok := alive[info.ID]; ok {
-				live = append(live, info.ID)
-			}
+		nodes := n.place.Table().Nodes()
+		v := n.members.view(n.cfg.NodeID, nodes)
+		if !slices.Equal(v.live, lastLive) {
+			n.log.Debug("live nodes changed", "live", v.live)
+			lastLive = v.live
 		}
-		if !contains(live, n.cfg.NodeID) {
-			live = append(live, n.cfg.NodeID)
-		}
-		sort.Strings(live)
-		n.place.SetLive(live)
+		n.place.SetLive(v.live)
+		n.members.audit(n.cfg.NodeID, nodes, time.Now())
 
-		for _, info := range n.place.Table().Nodes() {
-			if _, isDead := dead[info.ID]; !isDead || info.ID == n.cfg.NodeID {
-				continue
-			}
-			if placement.Revoker(info.ID, live) != n.cfg.NodeID {
+		for id, lease := range v.dead {
+			if placement.Revoker(id, v.live) != n.cfg.NodeID {
 				continue
 			}
 			revokeMu.Lock()
-			busy := revoking[info.ID]
-			revoking[info.ID] = true
+			busy := revoking[id]
+			revoking[id] = true
 			revokeMu.Unlock()
 			if busy {
 				continue
 			}
+			n.metrics.failoverChecks.Inc()
 			n.wg.Add(1)
-			go func(id string) {
+			go func(id string, lease int64) {
 				defer n.wg.Done()
 				defer func() { revokeMu.Lock(); delete(revoking, id); revokeMu.Unlock() }()
-				ok, err := n.place.RevokeDead(ctx, id)
+				ok, err := n.place.RevokeDead(ctx, id, clientv3.LeaseID(lease))
 				switch {
 				case err != nil && ctx.Err() == nil:
 					n.log.Warn("revoking a dead node's lease failed", "dead", id, "err", err)
@@ -421,16 +417,17 @@ func (n *Node) liveLoop(ctx context.Context) {
 					n.metrics.failovers.Inc()
 					n.log.Info("revoked the lease of a dead node", "dead", id)
 				}
-			}(info.ID)
+			}(id, lease)
 		}
 		// Gossip does not heal by itself: a node that declared its peers dead
 		// (and they it) after a partition never talks to them again. Join
-		// again every node etcd shows registered that gossip does not.
+		// again every node etcd shows registered that gossip does not show
+		// live.
 		if time.Since(lastRejoin) >= rejoinEvery {
 			lastRejoin = time.Now()
 			var addrs []string
-			for _, info := range n.place.Table().Nodes() {
-				if _, ok := alive[info.ID]; !ok && info.ID != n.cfg.NodeID && info.GossipAddr != "" {
+			for _, info := range nodes {
+				if !contains(v.live, info.ID) && info.GossipAddr != "" {
 					addrs = append(addrs, info.GossipAddr)
 				}
 			}
@@ -483,6 +480,14 @@ func (p placementHost) Acquired(shard uint32, epoch int64) {
 func (p placementHost) Release(ctx context.Context, shard uint32, epoch int64) error {
 	p.n.metrics.handoffs.Inc()
 	return p.n.host.Release(ctx, shard, epoch)
+}
+
+// LeaseGranted implements placement.LeaseObserver: the node gossips a new
+// lease before registering under it, so that peers, which count it as live
+// only while its gossiped lease equals its registration's, see both
+// change together.
+func (p placementHost) LeaseGranted(lease clientv3.LeaseID) {
+	p.n.members.setLease(int64(lease))
 }
 
 func (p placementHost) Lost(shards []uint32) {

@@ -128,19 +128,11 @@ const readyPoll = 20 * time.Millisecond
 
 func notReady(reason string) error { return fmt.Errorf("%w: %s", ErrNotReady, reason) }
 
-// liveIDs returns the live node IDs, sorted: the nodes registered in etcd
-// that gossip shows alive, and this node. It is the set liveLoop gives
-// placement to compute desired ownership over.
+// liveIDs returns the live node IDs, sorted: this node and the nodes
+// registered in etcd whose matching gossip member is alive. It is the set
+// liveLoop gives placement to compute desired ownership over.
 func (n *Node) liveIDs() []string {
-	alive, _ := n.members.snapshot()
-	live := []string{n.cfg.NodeID}
-	for _, info := range n.place.Table().Nodes() {
-		if _, ok := alive[info.ID]; ok && info.ID != n.cfg.NodeID {
-			live = append(live, info.ID)
-		}
-	}
-	sort.Strings(live)
-	return live
+	return n.members.view(n.cfg.NodeID, n.place.Table().Nodes()).live
 }
 
 func sortedShards(m map[uint32]int64) []uint32 {

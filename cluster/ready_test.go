@@ -236,6 +236,9 @@ func TestNormalRunLogsNothingAboveInfo(t *testing.T) {
 	cfg.Logger = log
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.TLS = nodeTLS("n1")
+	key, err := cluster.GenerateGossipKey()
+	require.NoError(t, err)
+	cfg.GossipKeys = [][]byte{key} // plaintext gossip is warned about
 	n, err := cluster.New(cfg, counterKind)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(ctx))

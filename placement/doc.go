@@ -66,9 +66,11 @@
 //
 // # Driving a Node
 //
-// The host implements Host. It calls New and Start, feeds SetLive with the
-// nodes alive in memberlist and registered in etcd, and calls RevokeDead
-// when memberlist declares a node dead. On Acquired it fences its store at
+// The host implements Host (and LeaseObserver, to announce a new lease
+// before registering under it). It calls New and Start, feeds SetLive
+// with the nodes alive in memberlist and registered in etcd, and calls
+// RevokeDead, with the lease of the member memberlist declared dead, when
+// that member matched the node's registration. On Acquired it fences its store at
 // the epoch before loading state; before admitting a call or letting a
 // reply out it checks Holds (or Valid), which turns false the moment the
 // validity deadline passes, even before Lost is delivered. Shutdown drains

@@ -43,6 +43,18 @@ type Host interface {
 	Lost(shards []uint32)
 }
 
+// LeaseObserver may be implemented by a Host that announces the node's
+// lease elsewhere (the cluster package gossips it, and peers count the
+// node as live only while the lease they see in gossip equals its
+// registration's). LeaseGranted is called with each new session's lease
+// before the node registers under it, so that the announcement can lead
+// the registration; the registration waits for it to return, so it should
+// take no longer than a gossip round. It is not serialised with the other
+// Host calls.
+type LeaseObserver interface {
+	LeaseGranted(lease clientv3.LeaseID)
+}
+
 // Node holds one node's placement state: its session and registry entry,
 // the shard locks it owns, and the reconciler that moves them toward the
 // rendezvous-hashing assignment over the live set.
@@ -384,11 +396,13 @@ func (n *Node) SuspendKeepalives(on bool) {
 	n.poke()
 }
 
-// RevokeDead revokes the lease of the registered node id when this node is
-// the deterministic Revoker of id over the current live set and the lease
-// shows a missed renewal (see RevokeIfExpiring). It reports whether it
-// revoked. The caller invokes it when memberlist declares id dead.
-func (n *Node) RevokeDead(ctx context.Context, id string) (bool, error) {
+// RevokeDead revokes lease, the lease of the registered node id that
+// memberlist declared dead, when this node is the deterministic Revoker
+// of id over the current live set, id is still registered under lease
+// (not re-registered since under another), and the lease shows a missed
+// renewal (see RevokeIfExpiring). It reports whether it revoked. The
+// caller invokes it when memberlist declares id dead.
+func (n *Node) RevokeDead(ctx context.Context, id string, lease clientv3.LeaseID) (bool, error) {
 	if id == n.cfg.NodeID {
 		return false, nil
 	}
@@ -399,10 +413,10 @@ func (n *Node) RevokeDead(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	info, ok := n.table.Node(id)
-	if !ok {
+	if !ok || info.Lease != int64(lease) {
 		return false, nil
 	}
-	return RevokeIfExpiring(ctx, n.client, clientv3.LeaseID(info.Lease))
+	return RevokeIfExpiring(ctx, n.client, lease)
 }
 
 func (n *Node) poke() {
@@ -427,6 +441,9 @@ func (n *Node) openSession(ctx context.Context, timeout time.Duration) error {
 	cancel()
 	if err != nil {
 		return err
+	}
+	if o, ok := n.host.(LeaseObserver); ok {
+		o.LeaseGranted(s.ID())
 	}
 	info := NodeInfo{ID: n.cfg.NodeID, RemoteAddr: n.cfg.RemoteAddr, GossipAddr: n.cfg.GossipAddr, Kinds: n.cfg.Kinds}
 	rctx, cancel := context.WithTimeout(ctx, timeout)

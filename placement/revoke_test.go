@@ -88,12 +88,17 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 		nodes[id].SetLive(survivors)
 	}
 	// The non-chosen survivor never revokes.
-	if ok, err := nodes[other].RevokeDead(context.Background(), victim); ok || err != nil {
+	if ok, err := nodes[other].RevokeDead(context.Background(), victim, oldLease); ok || err != nil {
 		t.Fatalf("%s (not the revoker) revoked: %v %v", other, ok, err)
 	}
 	start := time.Now()
 	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
-		ok, err := nodes[revoker].RevokeDead(context.Background(), victim)
+		// A dead mark about another lease than the registration's (a
+		// member that does not stand for it) never revokes.
+		if ok, err := nodes[revoker].RevokeDead(context.Background(), victim, oldLease+1); ok || err != nil {
+			t.Fatalf("revoked for a lease the victim is not registered under: %v %v", ok, err)
+		}
+		ok, err := nodes[revoker].RevokeDead(context.Background(), victim, oldLease)
 		if err != nil {
 			return err
 		}

@@ -94,6 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"transfer-status", "--insecure", "--etcd", "e", "--id", "x", "--from", "acct-000001", "--etcd-user", "root"}, "--etcd-user needs a password"},
 		{[]string{"node", "--insecure", "--id", "n1", "--etcd", "e", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
 		{[]string{"node", "--insecure", "--id", "n1", "--etcd", "e", "--admin-token-file", "/nonexistent/token"}, "--admin-token-file"},
+		{[]string{"node", "--insecure", "--id", "n1", "--etcd", "http://127.0.0.1:1", "--gossip-key", "/nonexistent/gossip.key"}, "--gossip-key"},
 		{[]string{"certs", "--nodes", "n1"}, "--dir is required"},
 		{[]string{"certs", "--dir", "d"}, "--nodes is required"},
 		{[]string{"bench", "--bogus"}, "flag provided but not defined"},

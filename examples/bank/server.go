@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ordo-actors/ordo/cluster"
@@ -158,10 +160,22 @@ func newNodeCmd() *cobra.Command {
 		quiet                     bool
 		sec                       secFlags
 		adminTokenFile            string
+		gossipKey                 string
 	)
 	cmd := &cobra.Command{
-		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) [--join HOST:PORT,...]",
+		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) --gossip-key FILE [--join HOST:PORT,...]",
 		Short: "Run one ordo node hosting the bank's entities until SIGTERM/SIGINT (graceful drain)",
+		Long: `node runs one ordo node hosting the bank's entities until SIGTERM/SIGINT,
+then drains it gracefully.
+
+Gossip is encrypted with the keys in the --gossip-key file: base64, one key
+of 16, 24 or 32 bytes per line, the first used to encrypt, every one
+accepted (e.g. head -c 32 /dev/urandom | base64 > gossip.key; chmod 600).
+Every node needs the same primary key among its keys. On SIGHUP the node
+reads the file again and applies it, so keys rotate without a restart:
+add the new key as a second line on every node (SIGHUP each), move it to
+the first line everywhere (SIGHUP), then drop the old line (SIGHUP).
+Without --gossip-key gossip is plaintext (a warning is logged).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := cluster.DefaultConfig()
 			cfg.NodeID = id
@@ -214,6 +228,13 @@ func newNodeCmd() *cobra.Command {
 			if leaseTTL < time.Second || leaseTTL%time.Second != 0 {
 				return usagef("--lease-ttl %v: want a whole number of seconds >= 1s", leaseTTL)
 			}
+			if gossipKey != "" {
+				keys, err := cluster.ReadGossipKeys(gossipKey)
+				if err != nil {
+					return usagef("--gossip-key: %v", err)
+				}
+				cfg.GossipKeys = keys
+			}
 			ctx := cmd.Context()
 			var st persistence.Store
 			switch store {
@@ -260,7 +281,26 @@ func newNodeCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), ", admin %s://%s/", scheme, a)
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
-			<-ctx.Done()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					break wait
+				case <-hup:
+					if gossipKey == "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "node %s: SIGHUP ignored: no --gossip-key\n", id)
+						continue
+					}
+					if err := reloadGossipKeys(n, gossipKey); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "node %s: gossip keys not changed: %v\n", id, err)
+						continue
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "node %s: gossip keys reloaded from %s\n", id, gossipKey)
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s draining\n", id)
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 			defer cancel()
@@ -291,7 +331,17 @@ func newNodeCmd() *cobra.Command {
 	fs.DurationVar(&startTimeout, "start-timeout", time.Minute, "bound on starting, including waiting for a crashed predecessor's lease to expire")
 	fs.DurationVar(&drain, "drain-timeout", 30*time.Second, "bound on the graceful drain at SIGTERM/SIGINT")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not log to stderr")
+	fs.StringVar(&gossipKey, "gossip-key", "", "file of gossip encryption keys: base64, one per line, the first used to encrypt; reread on SIGHUP (empty: plaintext gossip)")
 	return cmd
+}
+
+// reloadGossipKeys applies the keys of path to n.
+func reloadGossipKeys(n *cluster.Node, path string) error {
+	keys, err := cluster.ReadGossipKeys(path)
+	if err != nil {
+		return err
+	}
+	return n.SetGossipKeys(keys)
 }
 
 // startNode starts a node for cfg. A node restarted right after a crash

@@ -136,7 +136,8 @@ func TestInjectOnFakeNodes(t *testing.T) {
 	if !strings.HasSuffix(args, "--join "+n0.gossipProxy.Addr()) ||
 		!strings.Contains(args, "--remote "+n1.remote+" --advertise-remote "+n1.remoteProxy.Addr()) ||
 		!strings.Contains(args, "--gossip "+n1.gossip+" --advertise-gossip "+n1.gossipProxy.Addr()) ||
-		!strings.Contains(args, "--etcd "+n1.proxies[0].Endpoint()) || !strings.Contains(args, "--admin "+n1.admin) {
+		!strings.Contains(args, "--etcd "+n1.proxies[0].Endpoint()) || !strings.Contains(args, "--admin "+n1.admin) ||
+		!strings.Contains(args, "--gossip-key "+filepath.Join(r.dir, "gossip.key")) {
 		t.Fatalf("node args %s", args)
 	}
 

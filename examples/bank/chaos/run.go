@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/internal/netproxy"
 	"github.com/ordo-actors/ordo/internal/ports"
 	"github.com/ordo-actors/ordo/internal/redact"
@@ -107,6 +108,8 @@ type runner struct {
 	certs   string           // directory of the cluster's TLS files (bank certs)
 	shards  uint32
 	start   time.Time // when the load started
+	// gossipKey is the file of the gossip key every node encrypts with.
+	gossipKey string
 
 	outMu sync.Mutex
 }
@@ -204,6 +207,14 @@ func (r *runner) leader(ctx context.Context) (int, error) {
 // startNodes puts proxies in front of etcd for each node and starts the
 // nodes one after the other, each joining those before it.
 func (r *runner) startNodes(ctx context.Context) error {
+	key, err := cluster.GenerateGossipKey()
+	if err != nil {
+		return err
+	}
+	r.gossipKey = filepath.Join(r.dir, "gossip.key")
+	if err := cluster.WriteGossipKeys(r.gossipKey, [][]byte{key}); err != nil {
+		return err
+	}
 	for i := 0; i < r.cfg.Nodes; i++ {
 		n := &node{name: fmt.Sprintf("n%d", i+1)}
 		var err error
@@ -258,7 +269,8 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 	args := []string{"node", "--id", n.name, "--etcd", strings.Join(eps, ","),
 		"--remote", n.remote, "--advertise-remote", n.remoteProxy.Addr(),
 		"--gossip", n.gossip, "--advertise-gossip", n.gossipProxy.Addr(),
-		"--admin", n.admin, "--store", r.cfg.Store, "--lease-ttl", r.cfg.LeaseTTL.String()}
+		"--admin", n.admin, "--store", r.cfg.Store, "--lease-ttl", r.cfg.LeaseTTL.String(),
+		"--gossip-key", r.gossipKey}
 	args = append(args, r.tlsArgs(n.name)...)
 	var join []string
 	for _, p := range peers {

@@ -66,6 +66,9 @@ type Config struct {
 	// CA issues the certificates of the nodes (named by their IDs) and of
 	// the client ("client"); nil makes a throw-away one.
 	CA *ordotls.CA
+	// GossipKeys encrypt the nodes' gossip (cluster.Config.GossipKeys);
+	// nil makes Start generate a random key.
+	GossipKeys [][]byte
 }
 
 // Cluster is a running in-process cluster.
@@ -105,6 +108,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(cfg.GossipKeys) == 0 {
+		k, err := cluster.GenerateGossipKey()
+		if err != nil {
+			return nil, fmt.Errorf("inproc: %w", err)
+		}
+		cfg.GossipKeys = [][]byte{k}
 	}
 	if cfg.Prefix == "" {
 		seq.Lock()
@@ -230,6 +240,7 @@ func (c *Cluster) nodeConfig(i int) (cluster.Config, error) {
 	if i < len(c.admins) && c.admins[i] != "" {
 		cfg.AdminAddr = c.admins[i]
 	}
+	cfg.GossipKeys = c.cfg.GossipKeys
 	for j, n := range c.nodes {
 		if j != i && n != nil {
 			cfg.Join = append(cfg.Join, n.GossipAddr())

@@ -53,18 +53,24 @@ func (n *Node) adminAdvert() string {
 	return net.JoinHostPort(host, port)
 }
 
-// adminOf returns the admin address node id gossips (this node's own when
-// id is self).
-func (m *membership) adminOf(self, id string) string {
+type gossipState struct {
+	id, admin string
+	alive     bool
+}
+
+// gossipStates lists this node and every member whose metadata names it
+// (by its memberlist name), alive or declared dead.
+func (m *membership) gossipStates(self string) []gossipState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if id == self {
-		return m.meta.Admin
+	out := []gossipState{{id: self, admin: m.meta.Admin, alive: true}}
+	for name, mem := range m.members {
+		if name == self || !mem.metaOK || mem.meta.ID != name {
+			continue
+		}
+		out = append(out, gossipState{id: name, admin: mem.meta.Admin, alive: mem.alive})
 	}
-	if mem, ok := m.members[id]; ok {
-		return mem.meta.Admin
-	}
-	return ""
+	return out
 }
 
 // suspects returns the members gossip suspects.
@@ -206,18 +212,18 @@ func (s dashSource) View() dashboard.View {
 	for shard, o := range snap {
 		v.Owners[shard] = dashboard.Owner{Node: o.NodeID, Epoch: o.Epoch}
 	}
-	// Only members that match their registration count, as for placement.
-	gv := n.members.view(n.cfg.NodeID, table.Nodes())
+	// Every member gossip knows, registered or not: the dashboard shows
+	// registration and gossip side by side.
 	suspect := n.members.suspects()
-	for _, id := range gv.live {
-		st := dashboard.GossipAlive
-		if suspect[id] {
-			st = dashboard.GossipSuspect
+	for _, m := range n.members.gossipStates(n.cfg.NodeID) {
+		st := dashboard.GossipDead
+		if m.alive {
+			st = dashboard.GossipAlive
+			if suspect[m.id] {
+				st = dashboard.GossipSuspect
+			}
 		}
-		v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: id, State: st, AdminAddr: n.members.adminOf(n.cfg.NodeID, id)})
-	}
-	for id := range gv.dead {
-		v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: id, State: dashboard.GossipDead})
+		v.Gossip = append(v.Gossip, dashboard.GossipMember{ID: m.id, State: st, AdminAddr: m.admin})
 	}
 	return v
 }

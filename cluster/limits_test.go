@@ -130,6 +130,7 @@ func TestLimitOverloadRetryAfterAndMaxAttempts(t *testing.T) {
 	ccfg.Prefix = e.prefix
 	ccfg.Logger = testutil.Logger()
 	ccfg.Retry.MaxAttempts = 3
+	ccfg.TLS = clientTLS("limits")
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
 	client, err := cluster.Dial(dctx, e.etcd.Endpoints(), ccfg)
@@ -180,6 +181,7 @@ func TestLimitNoOwnerWaitIsNotAnAttempt(t *testing.T) {
 	ccfg.Shards = e.shards
 	ccfg.Logger = testutil.Logger()
 	ccfg.Retry.MaxAttempts = 1
+	ccfg.TLS = clientTLS("limits")
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
 	client, err := cluster.Dial(dctx, e.etcd.Endpoints(), ccfg)

@@ -92,8 +92,19 @@ func TestDashboardStatusPageAndInspector(t *testing.T) {
 	}
 	epoch := owner.Owned()[shard]
 
+	// The inspector reads the owner from the routing table, which learns
+	// of an acquisition through its watch, a moment after Owned does.
 	var ent dashboard.Entity
-	require.Equal(t, http.StatusOK, getJSON(t, "http://"+owner.AdminAddr()+"/entities/counter/alice", &ent))
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		ent = dashboard.Entity{}
+		if code := getJSON(t, "http://"+owner.AdminAddr()+"/entities/counter/alice", &ent); code != http.StatusOK {
+			return fmt.Errorf("inspector: %d", code)
+		}
+		if ent.Owner != owner.ID() {
+			return fmt.Errorf("inspector shows owner %q, want %q", ent.Owner, owner.ID())
+		}
+		return nil
+	})
 	require.Equal(t, "counter", ent.Kind)
 	require.Equal(t, "alice", ent.ID)
 	require.Equal(t, shard, ent.Shard)

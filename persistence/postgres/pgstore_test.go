@@ -365,9 +365,17 @@ func TestSaveWaitsForUncommittedFence(t *testing.T) {
 				})
 				done <- result{out, err}
 			}()
+			// Watch from a connection of its own: inside tx, pg_stat_activity
+			// is a snapshot taken at its first read in the transaction, so a
+			// first poll before the Save waits would hide it for good.
+			watch, err := pgx.Connect(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer watch.Close(context.Background())
 			storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 				var n int
-				err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+				err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
 				if err == nil && n == 0 {
 					err = errors.New("Save not waiting for the lock")

@@ -122,6 +122,15 @@ type HostConfig struct {
 	// OnBatch, when set, is called with the record count of every Save the
 	// batcher makes (from the batcher's goroutine; it must not block).
 	OnBatch func(records int)
+	// TrustUnauthenticated makes the host trust callers with no verified
+	// identity (CallerUnknown: a plaintext transport) as it trusts the
+	// cluster's nodes: they may send the messages kinds declare internal
+	// (Internal), and their claim that an entity sent a message is
+	// believed. Off, such callers are external, like clients. A cluster
+	// that runs in plaintext (cluster.Config.Insecure) turns it on: there
+	// nobody can be told from anybody, and the saga messages of its own
+	// entities arrive unauthenticated. Default false.
+	TrustUnauthenticated bool
 	// Logger receives the host's logs. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -96,6 +96,7 @@ type runContext struct {
 	parent   context.Context
 	deadline int64             // Unix nanoseconds; 0: none
 	md       map[string]string // read-only
+	caller   *Caller           // read-only; nil: no request
 
 	mu     sync.Mutex
 	ctx    context.Context
@@ -150,6 +151,12 @@ func (r *runContext) value(key any) any {
 	if key == (metadataKey{}) {
 		return r.md
 	}
+	if key == (callerKey{}) {
+		if r.caller == nil {
+			return nil
+		}
+		return *r.caller
+	}
 	r.mu.Lock()
 	ctx := r.ctx
 	r.mu.Unlock()
@@ -185,6 +192,6 @@ func (c *Context[S]) Done() <-chan struct{} { return c.run.context().Done() }
 func (c *Context[S]) Err() error { return c.run.err() }
 
 // Value implements context.Context. The request's metadata is read with
-// MetadataFrom or MetadataValue; other keys come from the context given
-// to Host.Start.
+// MetadataFrom or MetadataValue, its caller with CallerFrom; other keys
+// come from the context given to Host.Start.
 func (c *Context[S]) Value(key any) any { return c.run.value(key) }

@@ -109,6 +109,17 @@
 // entity handles nothing else meanwhile); a handler that returns its
 // context's error gives no answer, and is rolled back.
 //
+// Callers and authorization. A handler knows who sent its request
+// (Context.Caller, CallerFrom): an entity, a node of the cluster, this
+// process, an external client, or an unknown sender (plaintext). The host
+// decides it at admission from the identity the transport verified
+// (SubmitAs; Submit and Invoke are this process): only this process or a
+// node may say that an entity sent a message, so a client cannot pose as
+// one. A kind declares the message types only the cluster may send
+// (Internal); an external client's request of such a type is refused with
+// ErrPermissionDenied before the entity is activated. Unknown senders are
+// external unless HostConfig.TrustUnauthenticated (plaintext clusters).
+//
 // Errors cross the wire as codes (see Error) and keep their identity:
 // errors.Is(err, ErrNotHere) holds on the far side of a network.
 package actors

@@ -349,7 +349,7 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
-	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata()}, msg)
+	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}, msg)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -1001,7 +1001,7 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 	runMD map[string]string, opts []RequestOption) {
 	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
 	out := &outMsg{
-		env:  &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md},
+		env:  &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.ref.Proto()},
 		to:   ref,
 		cont: cont, policy: policy,
 	}

@@ -44,6 +44,11 @@ var (
 	// sender's shard ownership ended or its node's lease is not valid
 	// (SenderCurrent); the shard's next owner carries the work on.
 	ErrSenderGone = errors.New("actors: sender no longer owns its shard")
+	// ErrPermissionDenied: the caller may not send this request: an
+	// external client (or an unauthenticated caller) sent a message type
+	// its target kind declares internal (Internal). Nothing was read or
+	// written. Not retryable.
+	ErrPermissionDenied = errors.New("actors: permission denied")
 )
 
 // Error is an error that can cross the wire. It matches the sentinel of its
@@ -103,16 +108,17 @@ func RetryAfter(err error) time.Duration {
 // is made again, later or at another node, with the same request ID (which
 // keeps it applied at most once). Per code:
 //
-//	code          Retryable  why
-//	NOT_HERE      yes        the shard is owned elsewhere, moving, or not yet owned
-//	FENCED        yes        a newer owner took the shard; retry reaches it
-//	UNAVAILABLE   yes        overload (see RetryAfter), a failed write, lease not valid, host closed
-//	DEADLINE      no         the caller's deadline passed; the outcome is unknown
-//	HANDLER       no         the handler's answer, recorded: a retry gets it again
-//	BAD_REQUEST   no         the request is malformed; it never succeeds
-//	TOO_LARGE     no         a size limit was exceeded; nothing was applied
-//	UNKNOWN_KIND  no         the kind is not registered; it never succeeds
-//	INTERNAL      no         a bug on the serving side
+//	code               Retryable  why
+//	NOT_HERE           yes        the shard is owned elsewhere, moving, or not yet owned
+//	FENCED             yes        a newer owner took the shard; retry reaches it
+//	UNAVAILABLE        yes        overload (see RetryAfter), a failed write, lease not valid, host closed
+//	DEADLINE           no         the caller's deadline passed; the outcome is unknown
+//	HANDLER            no         the handler's answer, recorded: a retry gets it again
+//	BAD_REQUEST        no         the request is malformed; it never succeeds
+//	TOO_LARGE          no         a size limit was exceeded; nothing was applied
+//	UNKNOWN_KIND       no         the kind is not registered; it never succeeds
+//	PERMISSION_DENIED  no         the caller may not send this message; it never succeeds from it
+//	INTERNAL           no         a bug on the serving side
 //
 // ErrDeadline is not Retryable for the caller whose deadline it was, yet
 // its outcome is unknown, so a new call with a new deadline must reuse the
@@ -140,6 +146,8 @@ func sentinelOf(c ordopb.Code) error {
 		return ErrUnavailable
 	case ordopb.Code_CODE_TOO_LARGE:
 		return ErrTooLarge
+	case ordopb.Code_CODE_PERMISSION_DENIED:
+		return ErrPermissionDenied
 	default:
 		return ErrInternal
 	}
@@ -173,6 +181,8 @@ func ErrorToProto(err error) *ordopb.Error {
 		code = ordopb.Code_CODE_HANDLER
 	case errors.Is(err, ErrTooLarge), errors.Is(err, persistence.ErrTooLarge):
 		code = ordopb.Code_CODE_TOO_LARGE
+	case errors.Is(err, ErrPermissionDenied):
+		code = ordopb.Code_CODE_PERMISSION_DENIED
 	case errors.Is(err, ErrBadRequest), errors.Is(err, persistence.ErrInvalid):
 		code = ordopb.Code_CODE_BAD_REQUEST
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):

@@ -131,6 +131,8 @@ type call struct {
 	after *writeDep     // the sender's write a co-located message depends on
 	reply func(*ordopb.Reply)
 	shard *shardState
+	// caller is who sent the call, as admission established it.
+	caller Caller
 	// deadline is the call's effective deadline, Unix nanoseconds: the
 	// envelope's, or HostConfig.DefaultDeadline from admission, capped at
 	// HostConfig.MaxDeadline. Never 0 once admitted.
@@ -455,17 +457,32 @@ func (h *Host) removeLocked(en *entry) {
 	}
 }
 
-// Submit delivers env to its entity; reply is called exactly once, from
-// some goroutine, with the reply. It never blocks on the entity.
+// Submit delivers env, sent by this process (CallerProcess), to its
+// entity; reply is called exactly once, from some goroutine, with the
+// reply. It never blocks on the entity. It is SubmitAs with
+// Caller{Class: CallerProcess}.
+func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+	h.SubmitAs(Caller{Class: CallerProcess}, env, reply)
+}
+
+// SubmitAs delivers env, sent by from, to its entity; reply is called
+// exactly once, from some goroutine, with the reply. It never blocks on
+// the entity. from is the sender as its transport authenticated it
+// (CallerUnknown, CallerProcess, CallerNode or CallerClient); a trusted
+// sender's claim that an entity sent env (env.Sender) makes the caller
+// that entity, anyone else's is ignored (see Caller). The handler sees the
+// result in Context.Caller.
 //
 // A call that cannot be handled is refused before its entity is activated
 // and before any store read: a malformed or unknown target, a missing
 // payload or one over HostConfig.MaxPayloadBytes (ErrTooLarge), a message
-// type the kind has no handler for, an invalid request ID or metadata, a
-// deadline already passed. An overloaded host (a full mailbox, too many
+// type the kind has no handler for, an invalid request ID, metadata or
+// sender, a deadline already passed, and a message type the kind declares
+// internal (Internal) from a caller that is not trusted
+// (ErrPermissionDenied). An overloaded host (a full mailbox, too many
 // calls in flight) refuses with a retryable ErrUnavailable that carries a
 // retry-after hint (see RetryAfter).
-func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+func (h *Host) SubmitAs(from Caller, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	if env.GetPayload() == nil {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "missing payload")))
 		return
@@ -474,16 +491,16 @@ func (h *Host) Submit(env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 		reply(errReply(env, errf(ordopb.Code_CODE_TOO_LARGE, "payload of %d bytes exceeds MaxPayloadBytes %d", n, h.cfg.MaxPayloadBytes)))
 		return
 	}
-	h.admit(&call{env: env, reply: reply})
+	h.admit(from, &call{env: env, reply: reply})
 }
 
 // submitLocal delivers a co-located message, unencoded, that depends on
 // the sender's write after (nil when it is durable).
 func (h *Host) submitLocal(env *ordopb.Envelope, msg proto.Message, after *writeDep, reply func(*ordopb.Reply)) {
-	h.admit(&call{env: env, msg: msg, after: after, reply: reply})
+	h.admit(Caller{Class: CallerProcess}, &call{env: env, msg: msg, after: after, reply: reply})
 }
 
-func (h *Host) admit(c *call) {
+func (h *Host) admit(from Caller, c *call) {
 	env, reply := c.env, c.reply
 	ref, err := RefFromProto(env.GetTarget())
 	if err != nil {
@@ -513,6 +530,17 @@ func (h *Host) admit(c *call) {
 		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", ref.Kind, name)))
 		return
 	}
+	caller, trusted, err := h.resolveCaller(from, env)
+	if err != nil {
+		reply(errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "%v", err)))
+		return
+	}
+	if !trusted && kind.internal(name) {
+		reply(errReply(env, errf(ordopb.Code_CODE_PERMISSION_DENIED,
+			"%s is internal to kind %q: %s may not send it", name, ref.Kind, caller)))
+		return
+	}
+	c.caller = caller
 	now := timeNow().UnixNano()
 	c.deadline = h.deadlineOf(env.GetDeadlineUnixNano(), now)
 	if c.deadline <= now {

@@ -22,6 +22,9 @@ type Kind interface {
 	// handles reports whether the kind has a handler for messages of type
 	// name.
 	handles(name protoreflect.FullName) bool
+	// internal reports whether messages of type name are internal
+	// (Internal): only trusted callers may send them.
+	internal(name protoreflect.FullName) bool
 }
 
 var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
@@ -31,6 +34,7 @@ type KindOf[S proto.Message] struct {
 	name        string
 	newState    func() S
 	handlers    map[protoreflect.FullName]*handler[S]
+	internals   map[protoreflect.FullName]bool
 	onActivate  func(c *Context[S])
 	onPassivate func(c *Context[S])
 }
@@ -47,7 +51,8 @@ type handler[S proto.Message] struct {
 
 // NewKind declares a kind. name must match [a-z][a-z0-9_.-]{0,63};
 // newState returns a fresh, empty state. NewKind returns an error for an
-// invalid name, a nil newState, or two handlers for one message type.
+// invalid name, a nil newState, two handlers for one message type, or a
+// message type declared internal (Internal) without a handler.
 func NewKind[S proto.Message](name string, newState func() S, opts ...Option[S]) (*KindOf[S], error) {
 	if !kindNameRE.MatchString(name) {
 		return nil, fmt.Errorf("actors: invalid kind name %q: want [a-z][a-z0-9_.-]{0,63}", name)
@@ -59,6 +64,11 @@ func NewKind[S proto.Message](name string, newState func() S, opts ...Option[S])
 	for _, o := range opts {
 		if err := o(k); err != nil {
 			return nil, fmt.Errorf("actors: kind %q: %w", name, err)
+		}
+	}
+	for m := range k.internals {
+		if !k.handles(m) {
+			return nil, fmt.Errorf("actors: kind %q: %s declared internal but has no handler", name, m)
 		}
 	}
 	return k, nil
@@ -83,6 +93,38 @@ func (k *KindOf[S]) Ref(id string) Ref { return Ref{Kind: k.name, ID: id} }
 func (k *KindOf[S]) handles(name protoreflect.FullName) bool {
 	_, ok := k.handlers[name]
 	return ok
+}
+
+func (k *KindOf[S]) internal(name protoreflect.FullName) bool { return k.internals[name] }
+
+// Internal declares the types of msgs (their values are not used; nil
+// pointers of generated types will do) internal to the kind: only the
+// cluster itself may send them: its entities (Context.Send, Request), its
+// nodes, and the process running the host (Host.Invoke, Host.Submit). A
+// request of an internal type from an external client, or from an
+// unauthenticated caller unless HostConfig.TrustUnauthenticated, is
+// refused with ErrPermissionDenied at admission, before the entity is
+// activated or anything is read or written. Every other type the kind
+// handles may be sent by anyone who can reach it: declare internal the
+// steps of a protocol between entities (a saga's Debit and Credit),
+// which a client could otherwise send directly.
+//
+// Each type must have a handler of the kind (On, OnRead), declared before
+// or after. In a .proto file, the method option
+// (ordo.v1.handler).internal = true makes protoc-gen-ordo declare it.
+func Internal[S proto.Message](msgs ...proto.Message) Option[S] {
+	return func(k *KindOf[S]) error {
+		for _, m := range msgs {
+			if m == nil {
+				return fmt.Errorf("nil message declared internal")
+			}
+			if k.internals == nil {
+				k.internals = make(map[protoreflect.FullName]bool)
+			}
+			k.internals[m.ProtoReflect().Descriptor().FullName()] = true
+		}
+		return nil
+	}
 }
 
 func addHandler[S proto.Message, M proto.Message, R proto.Message](write bool, fn func(*Context[S], M) (R, error)) Option[S] {
@@ -253,6 +295,17 @@ func (c *Context[S]) Epoch() int64 { return c.ent.epoch }
 // continuations).
 func (c *Context[S]) RequestID() string { return c.requestID }
 
+// Caller returns who sent the request being handled (see Caller): an
+// entity, a node, this process, an external client, or an unknown sender.
+// Hooks and continuations answer no request: they get the zero Caller
+// (CallerUnknown with no name), and CallerFrom reports false for them.
+func (c *Context[S]) Caller() Caller {
+	if c.run.caller == nil {
+		return Caller{}
+	}
+	return *c.run.caller
+}
+
 // Defer makes the write handler's reply wait: the handler's return value
 // is ignored (return nil, nil), its state changes are written as usual, and
 // the request stays pending under key until a later handler, hook or
@@ -384,6 +437,7 @@ type runIn struct {
 	requestID string
 	deadline  int64             // Unix nanoseconds; 0: none
 	md        map[string]string // read-only
+	caller    *Caller           // nil: no request (a hook or continuation)
 }
 
 type typedBehavior[S proto.Message] struct {
@@ -400,7 +454,7 @@ func (b *typedBehavior[S]) bind(e *entity) { b.ent = e }
 
 func (b *typedBehavior[S]) context(in runIn) *Context[S] {
 	return &Context[S]{State: b.state, ent: b.ent, requestID: in.requestID,
-		run: runContext{parent: b.ent.shard.ctx, deadline: in.deadline, md: in.md}}
+		run: runContext{parent: b.ent.shard.ctx, deadline: in.deadline, md: in.md, caller: in.caller}}
 }
 
 func (b *typedBehavior[S]) load(data []byte) error {

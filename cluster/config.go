@@ -66,13 +66,19 @@ type Config struct {
 	// authentication and name the host of the node's advertised remote
 	// address. ordotls.Load reads it from files and re-reads them when
 	// they change; ordotls.NewMaterial and a throw-away ordotls.CA give
-	// fixed material. The node knows each caller by its certificate's
-	// subject common name (for authorization; handlers do not see it yet).
+	// fixed material. The node knows each caller by its certificate:
+	// a node certificate (valid for server authentication) makes it a
+	// node, any other an external client, each named by its subject
+	// common name; handlers see it (actors.Context.Caller), and clients
+	// may not send the messages kinds declare internal (actors.Internal).
 	TLS ordotls.Source
 	// Insecure runs the transport in plaintext: anyone who can reach the
-	// port can call any entity, and traffic can be read and altered on the
-	// way. Start logs a warning. It excludes TLS, and a config must set
-	// one of the two: Validate refuses one that sets neither.
+	// port can call any entity, internal messages (actors.Internal)
+	// included: callers are actors.CallerUnknown and the host trusts them
+	// (actors.HostConfig.TrustUnauthenticated is set). Traffic can be
+	// read and altered on the way. Start logs a warning. It excludes TLS,
+	// and a config must set one of the two: Validate refuses one that sets
+	// neither.
 	Insecure bool
 	// AdvertiseRemoteAddr is the host:port other nodes and clients are
 	// told to call, when it is not RemoteAddr: a NAT, a load balancer or a

@@ -49,7 +49,14 @@
 // certificate its CAs issued for the address it dials. Material loaded
 // from files (ordotls.Load) is re-read when they change, so certificates
 // and CAs rotate without a restart. A node knows each caller by its
-// certificate's subject common name, the identity authorization will use.
+// certificate's subject common name, as a node when the certificate is
+// valid for server authentication (ordotls CA.Node) and as an external
+// client otherwise (CA.Client). Handlers see their caller
+// (actors.Context.Caller): an entity (only a node may say a message comes
+// from one), a node, the process itself, or a client. An external client
+// may not send the messages a kind declares internal (actors.Internal):
+// they are refused with actors.ErrPermissionDenied before the entity is
+// activated.
 // Config.Insecure and ClientConfig.Insecure run in plaintext instead, and
 // say so in a warning at start; a config that sets neither is refused.
 // etcd is reached with EtcdTLS and EtcdUsername/EtcdPassword when set (a

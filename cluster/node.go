@@ -135,6 +135,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 	hc.OnBatch = func(records int) { n.metrics.batch.Observe(float64(records)) }
+	if n.cfg.Insecure {
+		// Plaintext: no caller can be told from another, and this
+		// cluster's own entities' messages arrive unauthenticated.
+		hc.TrustUnauthenticated = true
+	}
 	if hc.Logger == nil {
 		hc.Logger = n.log
 	}
@@ -500,13 +505,15 @@ func (p placementHost) Lost(shards []uint32) {
 // serveRemote hands an envelope that arrived over the transport to the
 // host; the reply goes back on the stream it came from.
 //
-// caller is the sending process as the transport authenticated it: the
-// subject common name of its verified certificate (Config.TLS), "" in
-// plaintext. It is the hook for authorization: deciding here which
-// callers may send what (a kind declaring the messages external callers
-// may send, nodes told from clients) keeps it out of the entity runtime.
-// Nothing is refused on it yet.
-func (n *Node) serveRemote(caller string, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+// caller is the sending process as the transport authenticated it
+// (Config.TLS): a node (a node certificate) or an external client (a
+// client certificate), each by its certificate's subject common name; in
+// plaintext, nobody knows who (actors.CallerUnknown, trusted when
+// Config.Insecure: see actors.HostConfig.TrustUnauthenticated). The host
+// decides on it at admission: only a node may say that an entity sent
+// the message (env.Sender), and the message types a kind declares
+// internal (actors.Internal) are refused to anyone else.
+func (n *Node) serveRemote(caller peerID, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 	kind := env.GetTarget().GetKind()
 	if !n.router.hosts(kind) {
 		// The caller's table said this node owns the shard, or it did not
@@ -518,8 +525,20 @@ func (n *Node) serveRemote(caller string, env *ordopb.Envelope, reply func(*ordo
 			return
 		}
 	}
-	n.host.Submit(env, func(rep *ordopb.Reply) {
+	n.host.SubmitAs(callerOfPeer(caller), env, func(rep *ordopb.Reply) {
 		n.metrics.served.WithLabelValues(kind, outcome(rep.GetError())).Inc()
 		reply(rep)
 	})
+}
+
+// callerOfPeer returns the actors.Caller a stream's verified peer is.
+func callerOfPeer(p peerID) actors.Caller {
+	switch {
+	case p.Name == "" && !p.Node:
+		return actors.Caller{Class: actors.CallerUnknown}
+	case p.Node:
+		return actors.Caller{Class: actors.CallerNode, Name: p.Name}
+	default:
+		return actors.Caller{Class: actors.CallerClient, Name: p.Name}
+	}
 }

@@ -41,8 +41,8 @@ func clientTLS(tb testing.TB, name string) *ordotls.Material {
 }
 
 // The served function learns who is calling: the subject of the
-// certificate the caller presented, a client's or a node's, and nobody in
-// plaintext. A caller whose security does not match the server's gets
+// certificate the caller presented, and whether it is a node's (server
+// authentication) or a client's, and nobody in plaintext. A caller whose security does not match the server's gets
 // no stream (errUnreachable, as for a node that is down).
 func TestTransportCaller(t *testing.T) {
 	leakCheck(t)
@@ -50,12 +50,14 @@ func TestTransportCaller(t *testing.T) {
 		name           string
 		server, client ordotls.Source
 		want           string
+		node           bool
 	}{
-		{"client certificate", nodeTLS(t, "n1"), clientTLS(t, "alice"), "alice"},
-		{"node certificate", nodeTLS(t, "n1"), nodeTLS(t, "n2"), "n2"},
-		{"plaintext", nil, nil, ""},
-		{"plaintext caller, TLS server", nodeTLS(t, "n1"), nil, "refused"},
-		{"TLS caller, plaintext server", nil, clientTLS(t, "alice"), "refused"},
+		{"client certificate", nodeTLS(t, "n1"), clientTLS(t, "alice"), "alice", false},
+		{"client certificate named like a node", nodeTLS(t, "n1"), clientTLS(t, "n2"), "n2", false},
+		{"node certificate", nodeTLS(t, "n1"), nodeTLS(t, "n2"), "n2", true},
+		{"plaintext", nil, nil, "", false},
+		{"plaintext caller, TLS server", nodeTLS(t, "n1"), nil, "refused", false},
+		{"TLS caller, plaintext server", nil, clientTLS(t, "alice"), "refused", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, err := startTransport("127.0.0.1:0", "", quietLog(), c.server)
@@ -63,8 +65,8 @@ func TestTransportCaller(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.close(false)
-			got := make(chan string, 1)
-			srv.serve(func(caller string, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+			got := make(chan peerID, 1)
+			srv.serve(func(caller peerID, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
 				got <- caller
 				reply(&ordopb.Reply{RequestId: env.GetRequestId()})
 			})
@@ -85,8 +87,8 @@ func TestTransportCaller(t *testing.T) {
 			if err != nil || rep.GetRequestId() != "r1" {
 				t.Fatalf("got %v, %v", rep, err)
 			}
-			if caller := <-got; caller != c.want {
-				t.Fatalf("caller %q, want %q", caller, c.want)
+			if caller := <-got; caller != (peerID{Name: c.want, Node: c.node}) {
+				t.Fatalf("caller %+v, want %q (node %v)", caller, c.want, c.node)
 			}
 		})
 	}

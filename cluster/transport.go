@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,10 +50,21 @@ const (
 
 // serveFunc hands an envelope that arrived from the network to the local
 // host; reply must be called exactly once, from any goroutine. caller is
-// the subject common name of the certificate the sending process
-// presented and the transport verified (mutual TLS), "" without TLS: who
-// is calling, for authorization to decide on.
-type serveFunc func(caller string, env *ordopb.Envelope, reply func(*ordopb.Reply))
+// the sending process as the transport verified it (callerOf): who is
+// calling, for authorization to decide on.
+type serveFunc func(caller peerID, env *ordopb.Envelope, reply func(*ordopb.Reply))
+
+// peerID is the identity of the process at the other end of a stream, as
+// mutual TLS verified it; the zero peerID is an unverified one
+// (plaintext).
+type peerID struct {
+	// Name is the subject common name of the peer's certificate.
+	Name string
+	// Node: the certificate is a node's (ordotls CA.Node), valid for
+	// server authentication; a client's (CA.Client) is valid for client
+	// authentication only.
+	Node bool
+}
 
 // transport is ordo's gRPC transport (service ordo.v1.Transport). Every
 // process can call: it keeps one long-lived stream per peer address, sends
@@ -483,25 +496,29 @@ func (t *transport) track(s *serverStream, add bool) bool {
 	return true
 }
 
-// callerOf returns the subject common name of the certificate the peer of
-// a stream presented, if the transport verified one (mutual TLS), and ""
-// otherwise.
-func callerOf(ctx context.Context) string {
+// callerOf returns the identity of the peer of a stream, if the transport
+// verified its certificate (mutual TLS), and the zero peerID otherwise.
+// The certificate is a node's when it is valid for server authentication
+// (extended key usage ServerAuth): nodes serve the transport, clients
+// only call it. Only the verified chain counts: its leaf was checked
+// against the cluster's CAs, so its name and usages are the CA's word.
+func callerOf(ctx context.Context) peerID {
 	p, ok := grpcpeer.FromContext(ctx)
 	if !ok {
-		return ""
+		return peerID{}
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
-		return ""
+		return peerID{}
 	}
-	return info.State.VerifiedChains[0][0].Subject.CommonName
+	leaf := info.State.VerifiedChains[0][0]
+	return peerID{Name: leaf.Subject.CommonName, Node: slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth)}
 }
 
 // serverStream is the answering side of one stream: the results the host
 // produced and not yet sent, and the calls it still owes.
 type serverStream struct {
-	caller string // the peer's verified identity (callerOf); fixed
+	caller peerID // the peer's verified identity (callerOf); fixed
 	wake   chan struct{}
 
 	mu       sync.Mutex
@@ -515,7 +532,7 @@ type serverStream struct {
 	sent     int           // results sent, ever
 }
 
-func newServerStream(caller string) *serverStream {
+func newServerStream(caller peerID) *serverStream {
 	return &serverStream{caller: caller, wake: make(chan struct{}, 1), changed: make(chan struct{})}
 }
 

@@ -87,6 +87,11 @@ func readOnly(m *protogen.Method) bool {
 	return ho.GetReadOnly()
 }
 
+func internal(m *protogen.Method) bool {
+	ho, _ := proto.GetExtension(m.Desc.Options(), ordopb.E_Handler).(*ordopb.HandlerOptions)
+	return ho.GetInternal()
+}
+
 func deprecated(d protoreflect.Descriptor) bool {
 	switch o := d.Options().(type) {
 	case *descriptorpb.MethodOptions:
@@ -234,6 +239,11 @@ func genService(g *protogen.GeneratedFile, pkg protogen.GoPackageName, s *protog
 		if readOnly(m) {
 			handler = "A read handler (actors.OnRead): it must not change c.State."
 		}
+		if internal(m) {
+			handler += " Internal (actors.Internal): only the cluster's entities, nodes and " +
+				"process may send its requests; an external client's are refused with " +
+				"actors.ErrPermissionDenied."
+		}
 		if m.Comments.Leading != "" {
 			g.P(strings.TrimSuffix(m.Comments.Leading.String(), "\n"))
 			g.P("//")
@@ -248,7 +258,8 @@ func genService(g *protogen.GeneratedFile, pkg protogen.GoPackageName, s *protog
 	g.P()
 	doc(g, n.handlers+" returns the methods of srv as the handler options of a kind with "+
 		"state S, typed by their request and reply messages: actors.On for write methods, "+
-		"actors.OnRead for read_only ones. It takes the place of gRPC's Register"+n.server+".")
+		"actors.OnRead for read_only ones, and actors.Internal for the request types of "+
+		"(ordo.v1.handler).internal methods. It takes the place of gRPC's Register"+n.server+".")
 	g.P("func ", n.handlers, "[S ", message, "](srv ", n.server, "[S]) []", actors("Option"), "[S] {")
 	g.P("return []", actors("Option"), "[S]{")
 	for _, m := range s.Methods {
@@ -257,6 +268,15 @@ func genService(g *protogen.GeneratedFile, pkg protogen.GoPackageName, s *protog
 			on = "OnRead"
 		}
 		g.P(actors(on), "[S, ", in(m), ", ", out(m), "](srv.", m.GoName, "),")
+	}
+	var internals []string
+	for _, m := range s.Methods {
+		if internal(m) {
+			internals = append(internals, "new("+g.QualifiedGoIdent(m.Input.GoIdent)+")")
+		}
+	}
+	if len(internals) > 0 {
+		g.P(actors("Internal"), "[S](", strings.Join(internals, ", "), "),")
 	}
 	g.P("}")
 	g.P("}")

@@ -894,17 +894,17 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x19TRANSFER_STATUS_COMPLETED\x10\x04\x12\x1c\n" +
 	"\x18TRANSFER_STATUS_REJECTED\x10\x05\x12 \n" +
 	"\x1cTRANSFER_STATUS_COMPENSATING\x10\x06\x12\x1f\n" +
-	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a2\xf5\x03\n" +
+	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a2\x8d\x04\n" +
 	"\x0eAccountService\x121\n" +
 	"\x04Open\x12\x12.ordo.bank.v1.Open\x1a\x15.ordo.bank.v1.Balance\x127\n" +
 	"\aDeposit\x12\x15.ordo.bank.v1.Deposit\x1a\x15.ordo.bank.v1.Balance\x129\n" +
 	"\bWithdraw\x12\x16.ordo.bank.v1.Withdraw\x1a\x15.ordo.bank.v1.Balance\x12E\n" +
 	"\n" +
 	"GetBalance\x12\x18.ordo.bank.v1.GetBalance\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x12C\n" +
-	"\tCheckOpen\x12\x17.ordo.bank.v1.CheckOpen\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x123\n" +
-	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\x125\n" +
-	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\x125\n" +
-	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\x1a\r\u00a0\x19\t\n" +
+	"\tCheckOpen\x12\x17.ordo.bank.v1.CheckOpen\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x12;\n" +
+	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
+	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
+	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
 	"\aaccount2\xbd\x01\n" +
 	"\x0fTransferService\x12K\n" +
 	"\x0eSubmitTransfer\x12\x1c.ordo.bank.v1.SubmitTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12M\n" +

@@ -108,20 +108,30 @@ type AccountServiceServer[S proto.Message] interface {
 	// not change c.State.
 	CheckOpen(c *actors.Context[S], req *CheckOpen) (*Balance, error)
 
-	// Debit handles Debit requests. A write handler (actors.On).
+	// Debit handles Debit requests. A write handler (actors.On). Internal
+	// (actors.Internal): only the cluster's entities, nodes and process may send
+	// its requests; an external client's are refused with
+	// actors.ErrPermissionDenied.
 	Debit(c *actors.Context[S], req *Debit) (*Balance, error)
 
-	// Credit handles Credit requests. A write handler (actors.On).
+	// Credit handles Credit requests. A write handler (actors.On). Internal
+	// (actors.Internal): only the cluster's entities, nodes and process may send
+	// its requests; an external client's are refused with
+	// actors.ErrPermissionDenied.
 	Credit(c *actors.Context[S], req *Credit) (*Balance, error)
 
-	// Forget handles Forget requests. A write handler (actors.On).
+	// Forget handles Forget requests. A write handler (actors.On). Internal
+	// (actors.Internal): only the cluster's entities, nodes and process may send
+	// its requests; an external client's are refused with
+	// actors.ErrPermissionDenied.
 	Forget(c *actors.Context[S], req *Forget) (*Balance, error)
 }
 
 // AccountServiceHandlers returns the methods of srv as the handler options of a
 // kind with state S, typed by their request and reply messages: actors.On for
-// write methods, actors.OnRead for read_only ones. It takes the place of gRPC's
-// RegisterAccountServiceServer.
+// write methods, actors.OnRead for read_only ones, and actors.Internal for the
+// request types of (ordo.v1.handler).internal methods. It takes the place of
+// gRPC's RegisterAccountServiceServer.
 func AccountServiceHandlers[S proto.Message](srv AccountServiceServer[S]) []actors.Option[S] {
 	return []actors.Option[S]{
 		actors.On[S, *Open, *Balance](srv.Open),
@@ -132,6 +142,7 @@ func AccountServiceHandlers[S proto.Message](srv AccountServiceServer[S]) []acto
 		actors.On[S, *Debit, *Balance](srv.Debit),
 		actors.On[S, *Credit, *Balance](srv.Credit),
 		actors.On[S, *Forget, *Balance](srv.Forget),
+		actors.Internal[S](new(Debit), new(Credit), new(Forget)),
 	}
 }
 
@@ -282,8 +293,9 @@ type TransferServiceServer[S proto.Message] interface {
 
 // TransferServiceHandlers returns the methods of srv as the handler options of
 // a kind with state S, typed by their request and reply messages: actors.On for
-// write methods, actors.OnRead for read_only ones. It takes the place of gRPC's
-// RegisterTransferServiceServer.
+// write methods, actors.OnRead for read_only ones, and actors.Internal for the
+// request types of (ordo.v1.handler).internal methods. It takes the place of
+// gRPC's RegisterTransferServiceServer.
 func TransferServiceHandlers[S proto.Message](srv TransferServiceServer[S]) []actors.Option[S] {
 	return []actors.Option[S]{
 		actors.On[S, *SubmitTransfer, *TransferState](srv.SubmitTransfer),

@@ -10,6 +10,9 @@
 //     rpc GetBalance(GetBalance) returns (Balance) {
 //       option (ordo.v1.handler).read_only = true;
 //     }
+//     rpc Credit(Credit) returns (Balance) {
+//       option (ordo.v1.handler).internal = true;
+//     }
 //   }
 //
 // Extension numbers: both options use 51720, one on ServiceOptions and one
@@ -105,7 +108,13 @@ type HandlerOptions struct {
 	// the entity's earlier writes to be durable. Unset, the method is a
 	// write handler (actors.On): its state changes are written, with its
 	// reply for deduplication, before the reply leaves.
-	ReadOnly      bool `protobuf:"varint,1,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	ReadOnly bool `protobuf:"varint,1,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// An internal handler (actors.Internal): only the cluster itself may send
+	// its requests (its entities, its nodes, the process hosting the kind).
+	// An external client's request of this type is refused with
+	// CODE_PERMISSION_DENIED before the entity is activated. Unset, external
+	// clients may send it.
+	Internal      bool `protobuf:"varint,2,opt,name=internal,proto3" json:"internal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,6 +152,13 @@ func (*HandlerOptions) Descriptor() ([]byte, []int) {
 func (x *HandlerOptions) GetReadOnly() bool {
 	if x != nil {
 		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *HandlerOptions) GetInternal() bool {
+	if x != nil {
+		return x.Internal
 	}
 	return false
 }
@@ -188,9 +204,10 @@ const file_proto_ordopb_options_proto_rawDesc = "" +
 	"\n" +
 	"\x1aproto/ordopb/options.proto\x12\aordo.v1\x1a google/protobuf/descriptor.proto\"!\n" +
 	"\vKindOptions\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"-\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
 	"\x0eHandlerOptions\x12\x1b\n" +
-	"\tread_only\x18\x01 \x01(\bR\breadOnly:K\n" +
+	"\tread_only\x18\x01 \x01(\bR\breadOnly\x12\x1a\n" +
+	"\binternal\x18\x02 \x01(\bR\binternal:K\n" +
 	"\x04kind\x12\x1f.google.protobuf.ServiceOptions\x18\x88\x94\x03 \x01(\v2\x14.ordo.v1.KindOptionsR\x04kind:S\n" +
 	"\ahandler\x12\x1e.google.protobuf.MethodOptions\x18\x88\x94\x03 \x01(\v2\x17.ordo.v1.HandlerOptionsR\ahandlerB*Z(github.com/ordo-actors/ordo/proto/ordopbb\x06proto3"
 

@@ -51,33 +51,40 @@ const (
 	// with its recent replies as the request would leave it. Like
 	// CODE_BAD_REQUEST, the same request never succeeds as is.
 	Code_CODE_TOO_LARGE Code = 9
+	// The caller may not send this request: an external client (or an
+	// unauthenticated caller) sent a message its target kind declares
+	// internal. Nothing was read or written; the same request never succeeds
+	// from that caller.
+	Code_CODE_PERMISSION_DENIED Code = 10
 )
 
 // Enum value maps for Code.
 var (
 	Code_name = map[int32]string{
-		0: "CODE_OK",
-		1: "CODE_UNKNOWN_KIND",
-		2: "CODE_NOT_HERE",
-		3: "CODE_FENCED",
-		4: "CODE_DEADLINE",
-		5: "CODE_HANDLER",
-		6: "CODE_BAD_REQUEST",
-		7: "CODE_UNAVAILABLE",
-		8: "CODE_INTERNAL",
-		9: "CODE_TOO_LARGE",
+		0:  "CODE_OK",
+		1:  "CODE_UNKNOWN_KIND",
+		2:  "CODE_NOT_HERE",
+		3:  "CODE_FENCED",
+		4:  "CODE_DEADLINE",
+		5:  "CODE_HANDLER",
+		6:  "CODE_BAD_REQUEST",
+		7:  "CODE_UNAVAILABLE",
+		8:  "CODE_INTERNAL",
+		9:  "CODE_TOO_LARGE",
+		10: "CODE_PERMISSION_DENIED",
 	}
 	Code_value = map[string]int32{
-		"CODE_OK":           0,
-		"CODE_UNKNOWN_KIND": 1,
-		"CODE_NOT_HERE":     2,
-		"CODE_FENCED":       3,
-		"CODE_DEADLINE":     4,
-		"CODE_HANDLER":      5,
-		"CODE_BAD_REQUEST":  6,
-		"CODE_UNAVAILABLE":  7,
-		"CODE_INTERNAL":     8,
-		"CODE_TOO_LARGE":    9,
+		"CODE_OK":                0,
+		"CODE_UNKNOWN_KIND":      1,
+		"CODE_NOT_HERE":          2,
+		"CODE_FENCED":            3,
+		"CODE_DEADLINE":          4,
+		"CODE_HANDLER":           5,
+		"CODE_BAD_REQUEST":       6,
+		"CODE_UNAVAILABLE":       7,
+		"CODE_INTERNAL":          8,
+		"CODE_TOO_LARGE":         9,
+		"CODE_PERMISSION_DENIED": 10,
 	}
 )
 
@@ -177,7 +184,12 @@ type Envelope struct {
 	// it sends carry them on. They are not part of the request's identity
 	// for deduplication. At most 64 entries and 16 KiB of keys and values;
 	// keys are non-empty.
-	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The entity that sent the call (Context.Send, Request), set by the
+	// sending node's runtime; unset for calls made by process code. The
+	// receiving node believes it only from a caller it trusts (a cluster
+	// node, or this process): from an external client it is ignored.
+	Sender        *EntityRef `protobuf:"bytes,6,opt,name=sender,proto3" json:"sender,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +255,13 @@ func (x *Envelope) GetDeadlineUnixNano() int64 {
 func (x *Envelope) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Envelope) GetSender() *EntityRef {
+	if x != nil {
+		return x.Sender
 	}
 	return nil
 }
@@ -526,14 +545,15 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x17proto/ordopb/ordo.proto\x12\aordo.v1\x1a\x19google/protobuf/any.proto\"/\n" +
 	"\tEntityRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xad\x02\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xd9\x02\n" +
 	"\bEnvelope\x12*\n" +
 	"\x06target\x18\x01 \x01(\v2\x12.ordo.v1.EntityRefR\x06target\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12.\n" +
 	"\apayload\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\apayload\x12,\n" +
 	"\x12deadline_unix_nano\x18\x04 \x01(\x03R\x10deadlineUnixNano\x12;\n" +
-	"\bmetadata\x18\x05 \x03(\v2\x1f.ordo.v1.Envelope.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x05 \x03(\v2\x1f.ordo.v1.Envelope.MetadataEntryR\bmetadata\x12*\n" +
+	"\x06sender\x18\x06 \x01(\v2\x12.ordo.v1.EntityRefR\x06sender\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
@@ -557,7 +577,7 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12+\n" +
-	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent*\xc6\x01\n" +
+	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent*\xe2\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x15\n" +
 	"\x11CODE_UNKNOWN_KIND\x10\x01\x12\x11\n" +
@@ -568,7 +588,9 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x10CODE_BAD_REQUEST\x10\x06\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\a\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\b\x12\x12\n" +
-	"\x0eCODE_TOO_LARGE\x10\tB*Z(github.com/ordo-actors/ordo/proto/ordopbb\x06proto3"
+	"\x0eCODE_TOO_LARGE\x10\t\x12\x1a\n" +
+	"\x16CODE_PERMISSION_DENIED\x10\n" +
+	"B*Z(github.com/ordo-actors/ordo/proto/ordopbb\x06proto3"
 
 var (
 	file_proto_ordopb_ordo_proto_rawDescOnce sync.Once
@@ -599,16 +621,17 @@ var file_proto_ordopb_ordo_proto_depIdxs = []int32{
 	1, // 0: ordo.v1.Envelope.target:type_name -> ordo.v1.EntityRef
 	8, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
 	7, // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
-	0, // 3: ordo.v1.Error.code:type_name -> ordo.v1.Code
-	8, // 4: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
-	3, // 5: ordo.v1.Reply.error:type_name -> ordo.v1.Error
-	4, // 6: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
-	5, // 7: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	1, // 3: ordo.v1.Envelope.sender:type_name -> ordo.v1.EntityRef
+	0, // 4: ordo.v1.Error.code:type_name -> ordo.v1.Code
+	8, // 5: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
+	3, // 6: ordo.v1.Reply.error:type_name -> ordo.v1.Error
+	4, // 7: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
+	5, // 8: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_proto_ordopb_ordo_proto_init() }

@@ -95,8 +95,9 @@ type CounterServiceServer[S proto.Message] interface {
 
 // CounterServiceHandlers returns the methods of srv as the handler options of a
 // kind with state S, typed by their request and reply messages: actors.On for
-// write methods, actors.OnRead for read_only ones. It takes the place of gRPC's
-// RegisterCounterServiceServer.
+// write methods, actors.OnRead for read_only ones, and actors.Internal for the
+// request types of (ordo.v1.handler).internal methods. It takes the place of
+// gRPC's RegisterCounterServiceServer.
 func CounterServiceHandlers[S proto.Message](srv CounterServiceServer[S]) []actors.Option[S] {
 	return []actors.Option[S]{
 		actors.On[S, *testpb.Add, *testpb.Value](srv.Add),

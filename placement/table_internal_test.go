@@ -2,12 +2,14 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -48,16 +50,12 @@ func TestTableIgnoresOtherKeysUnderThePrefix(t *testing.T) {
 	if _, err := cli.Put(ctx, table.keys.Node("n1"), `{"id":"n1","lease":1}`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := table.Node("n1"); ok {
-			break
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if _, ok := table.Node("n1"); !ok {
+			return errors.New("the node entry has not reached the table")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node entry never reached the table")
-		}
-		time.Sleep(5 * time.Millisecond) // polling for the watch, not synchronising
-	}
+		return nil
+	})
 	if n := table.notifications() - before; n != 1 {
 		t.Fatalf("%d notifications for 50 store writes and one node entry, want 1", n)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
@@ -70,23 +71,19 @@ const readPage = `(() => ({
 // test after timeout.
 func waitPage(t *testing.T, ctx context.Context, timeout time.Duration, check func(pageState) error) pageState {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st, err := chromedp.Run(ctx, chromedp.Evaluate[pageState](readPage))
-		if err == nil && st.Error != "" {
+	var st pageState
+	testutil.Eventually(t, timeout, 50*time.Millisecond, func() error {
+		var err error
+		st, err = chromedp.Run(ctx, chromedp.Evaluate[pageState](readPage))
+		if err != nil {
+			return err
+		}
+		if st.Error != "" {
 			t.Fatalf("the page shows an error: %s", st.Error)
 		}
-		if err == nil {
-			err = check(st)
-		}
-		if err == nil {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page did not show it after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return check(st)
+	})
+	return st
 }
 
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {

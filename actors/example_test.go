@@ -155,6 +155,7 @@ func ExampleContext() {
 // before the entity is gone, and the next activation sees it.
 func ExampleOnPassivate() {
 	type ctxC = actors.Context[*testpb.Counter]
+	napped := make(chan struct{}, 1)
 	session := actors.MustKind("session", func() *testpb.Counter { return new(testpb.Counter) },
 		actors.On(func(c *ctxC, m *testpb.Add) (*testpb.Value, error) {
 			c.State.Value += m.Delta
@@ -162,6 +163,10 @@ func ExampleOnPassivate() {
 		}),
 		actors.OnPassivate(func(c *ctxC) {
 			c.State.Forwarded++ // count the naps
+			select {
+			case napped <- struct{}{}:
+			default:
+			}
 		}),
 		actors.OnRead(func(c *ctxC, m *testpb.Get) (*testpb.Value, error) {
 			return &testpb.Value{Value: c.State.Value, PrevSeq: uint64(c.State.Forwarded)}, nil
@@ -176,9 +181,7 @@ func ExampleOnPassivate() {
 	if _, err := actors.Call[*testpb.Value](ctx, host, session.Ref("s1"), &testpb.Add{Delta: 5}); err != nil {
 		panic(err)
 	}
-	for host.Stats().Passivations == 0 {
-		time.Sleep(time.Millisecond) // wait for the idle entity to passivate
-	}
+	<-napped // the entity went idle and passivates; a call now waits for its next activation
 	v, err := actors.Call[*testpb.Value](ctx, host, session.Ref("s1"), &testpb.Get{})
 	fmt.Println("value:", v.GetValue(), "naps:", v.GetPrevSeq(), err)
 	// Output:

@@ -96,11 +96,20 @@ func (agentDelegate) LocalState(bool) []byte          { return nil }
 func (agentDelegate) MergeRemoteState([]byte, bool)   {}
 
 // holdsFor checks f every 50ms for d, and fails the test at its first
-// error: for properties that must hold over a period, not become true.
+// error: for properties that must hold over a period, not become true
+// (the period is the property, not a wait for something to happen).
 func holdsFor(t *testing.T, d time.Duration, f func() error) {
 	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	end := time.After(d)
+	for {
 		require.NoError(t, f())
+		select {
+		case <-end:
+			return
+		case <-tick.C:
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -675,7 +676,7 @@ func (e *entity) lookupRecent(id string) *ordopb.DedupEntry {
 
 // remember records the reply to request id in the dedup window.
 func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
-	enc := encodeRecent(&ordopb.DedupEntry{RequestId: id, Reply: rep, PayloadHash: hash})
+	enc := encodeRecent(compactRecent(id, hash, rep))
 	e.recentEnc = append(e.recentEnc, enc)
 	e.recentIDs = append(e.recentIDs, id)
 	e.recentSize += len(enc)
@@ -754,7 +755,40 @@ func decodeRecent(enc []byte) *ordopb.DedupEntry {
 		// encodeRecent made these bytes; failing here is a bug.
 		panic("actors: cannot decode own dedup entry")
 	}
+	expandRecent(d)
 	return d
+}
+
+// anyPrefix is the type URL prefix every payload this runtime makes
+// carries (anypb.New's).
+const anyPrefix = "type.googleapis.com/"
+
+// compactRecent returns the form of a dedup entry that records keep: the
+// reply without the request ID (the entry has it) and its payload's type
+// URL without anyPrefix. An entity's record keeps up to DedupWindow
+// entries and is written whole on every Save, so each byte here is
+// written DedupWindow times. rep is not modified.
+func compactRecent(id string, hash uint64, rep *ordopb.Reply) *ordopb.DedupEntry {
+	short := &ordopb.Reply{Error: rep.GetError()}
+	if p := rep.GetPayload(); p != nil {
+		short.Payload = &anypb.Any{TypeUrl: strings.TrimPrefix(p.GetTypeUrl(), anyPrefix), Value: p.GetValue()}
+	}
+	return &ordopb.DedupEntry{RequestId: id, Reply: short, PayloadHash: hash}
+}
+
+// expandRecent undoes compactRecent in place. Entries stored whole (as
+// older records hold them) are left as they are.
+func expandRecent(d *ordopb.DedupEntry) {
+	rep := d.GetReply()
+	if rep == nil {
+		return
+	}
+	if rep.RequestId == "" {
+		rep.RequestId = d.GetRequestId()
+	}
+	if p := rep.GetPayload(); p != nil && p.TypeUrl != "" && !strings.Contains(p.TypeUrl, "/") {
+		p.TypeUrl = anyPrefix + p.TypeUrl
+	}
 }
 
 // payloadHash identifies a request's payload for dedup: FNV-1a 64 over
@@ -975,7 +1009,7 @@ func (e *entity) activate() error {
 	e.recentSize = 0
 	for i, d := range recent {
 		e.recentIDs[i] = d.GetRequestId()
-		e.recentEnc[i] = encodeRecent(d)
+		e.recentEnc[i] = encodeRecent(compactRecent(d.GetRequestId(), d.GetPayloadHash(), d.GetReply()))
 		e.recentSize += len(e.recentEnc[i])
 		if e.recentIdx != nil {
 			e.recentIdx[d.GetRequestId()] = e.recentEnc[i]

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,6 +228,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	etcdF := fs.String("etcd", os.Getenv("ORDO_ETCD_ENDPOINTS"), "comma-separated etcd endpoints; empty starts an embedded member")
 	pgF := fs.String("pg", "", "PostgreSQL URL (default $ORDO_PG_URL, not shown: it may hold a password)")
 	check := fs.Bool("check", false, "fail unless every approach completes transfers and passes its checks")
+	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of this process over every run to this file (go tool pprof); in-process approaches (ordo) are profiled whole, the others' servers not")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -286,6 +288,18 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 		}
 		defer srv.Close()
 		st.Etcd = srv.Endpoints()
+	}
+
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("lab: cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	rep := Report{Machine: ThisMachine(), Workload: wl, Concurrencies: conc, TTL: *ttl, Comparisons: compare}

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -51,7 +52,18 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // (exit 1); what was violated has been printed already.
 var errViolation = errors.New("invariant violated")
 
+// gcPercent is the bank command's garbage collector target (GOGC) unless
+// the environment sets GOGC: a node's live heap is small and its garbage
+// is mostly short-lived messages, so collecting at 5× the live heap
+// instead of Go's default 2× cuts the collector's CPU by about three
+// quarters (it was a fifth of a node's CPU under load) for a few tens of
+// MB of memory. A service embedding ordo makes the same choice for itself.
+const gcPercent = 400
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -977,9 +977,7 @@ func (e *entity) activate() error {
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
 	}
-	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.StoreTimeout)
-	defer cancel()
-	rec, err := e.h.store.Load(ctx, e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.h.ctx, e.ref.Kind, e.ref.ID)
 	var stored ordopb.EntityRecord
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):

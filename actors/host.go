@@ -35,6 +35,7 @@ type Host struct {
 
 	system  *actor.ActorSystem
 	batcher *batcher
+	loader  *loader
 	ctx     context.Context // ends at Shutdown
 	cancel  context.CancelFunc
 
@@ -152,7 +153,11 @@ type HostStats struct {
 	// Overloaded counts the calls refused because a mailbox was full or
 	// too many calls were in flight (HostConfig.MaxMailbox, MaxInflight).
 	Overloaded uint64
-	Batch      BatchStats
+	// Loads counts the store reads of activating entities, and
+	// LoadedRecords the records they asked for: with a store that is a
+	// persistence.BatchLoader, entities activating together share a read.
+	Loads, LoadedRecords uint64
+	Batch                BatchStats
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
@@ -213,6 +218,7 @@ func (h *Host) Start(ctx context.Context) error {
 			actor.WithMailbox(actor.UnboundedLockfree()))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg)
+		h.loader = newLoader(h.ctx, h.store, h.cfg.StoreTimeout)
 		go h.batcher.run(h.ctx)
 		h.bg.Add(1)
 		go h.sweepLoop()
@@ -846,6 +852,9 @@ func (h *Host) Stats() HostStats {
 	h.mu.Unlock()
 	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
 		Inflight: inflight, Overloaded: h.overloaded.Load()}
+	if h.loader != nil {
+		s.Loads, s.LoadedRecords = h.loader.stats()
+	}
 	if h.batcher != nil {
 		s.Batch = h.batcher.Stats()
 	}

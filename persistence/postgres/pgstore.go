@@ -79,7 +79,7 @@ type Store struct {
 	close  sync.Once
 
 	// SQL with the schema's tables filled in.
-	fenceSQL, fenceReadSQL, loadSQL, saveSQL string
+	fenceSQL, fenceReadSQL, loadSQL, loadManySQL, saveSQL string
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -123,6 +123,7 @@ ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= exclud
 RETURNING f.epoch`,
 		fenceReadSQL: `SELECT epoch FROM ` + fences + ` WHERE shard = $1`,
 		loadSQL:      `SELECT shard, epoch, data FROM ` + entities + ` WHERE kind = $1 AND id = $2`,
+		loadManySQL:  loadManySQL(schema),
 		// $1, $2: one (shard, epoch) per shard of the batch.
 		// $3..$7: the records, sorted by (kind, id).
 		saveSQL: `WITH req AS (

@@ -77,6 +77,7 @@ var cases = []testCase{
 	{"CancelMidSave", testCancelMidSave},
 	{"CanceledContext", testCanceledContext},
 	{"Closed", testClosed},
+	{"LoadMany", testLoadMany},
 }
 
 // Seed returns the seed of a randomised test: ORDO_SEED when set, otherwise

@@ -31,7 +31,10 @@ type write struct {
 	// recent are the entity's dedup entries, each encoded as an
 	// EntityRecord.recent field, oldest first.
 	recent [][]byte
-	size   int // len(state) plus the bytes of recent
+	// fences are the entity's sender fences, encoded as EntityRecord
+	// fields 5 and 6 (nil: none).
+	fences []byte
+	size   int // len(state) plus the bytes of recent and fences
 	// after are writes of co-located entities this one depends on: it is
 	// never sent before them, only with them (same Save) or after them.
 	after []writeDep
@@ -82,6 +85,7 @@ func (p *pending) record() persistence.Record {
 	for _, b := range w.recent {
 		data = append(data, b...)
 	}
+	data = append(data, w.fences...)
 	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data}
 }
 

@@ -40,6 +40,17 @@
 //     state cannot be encoded, or whose handler panics, restarts from
 //     storage.
 //
+//   - Fenced messages. A message an entity sends to an entity of another
+//     shard carries the sender's shard and epoch. The receiver keeps, in
+//     its record, the highest epoch it has accepted from each sender shard
+//     (one entry per shard at most) and refuses with ErrFenced, running
+//     nothing, a message from a lower epoch: one its sender's former owner
+//     sent before the shard moved, delivered only after the new owner
+//     carried the work on, when the receiver's dedup window may no longer
+//     remember it. Work that must survive an owner change is re-driven from
+//     durable state on activation (OnActivate), as a saga does. See
+//     fence.go.
+//
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
 //     the least recently used are passivated first. An OnPassivate hook

@@ -76,8 +76,11 @@ type entity struct {
 	// in every idle entity, below that). Entries are decoded on a hit
 	// only: an idle entity keeps its window as bytes.
 	recentIdx map[string][]byte
-	dirty     bool // the dedup window changed since the last write
+	dirty     bool // the dedup window or fences changed since the last write
 	after     []writeDep
+	// fences are the highest epochs accepted from other shards' entities
+	// (see fence.go).
+	fences senderFences
 
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
@@ -325,6 +328,12 @@ func (e *entity) handleInvoke(c *call) {
 			return
 		}
 	}
+	if have, stale := e.staleSender(c); stale {
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_FENCED,
+			"message from %s sent at epoch %d of shard %d, which %s has accepted messages from at epoch %d: its sender's shard moved on; nothing applied",
+			c.caller.Entity, c.fence.GetEpoch(), c.fence.GetShard(), e.ref, have)))
+		return
+	}
 	id := env.GetRequestId()
 	var hash uint64 // 0 for a co-located message, which is never encoded
 	if c.msg == nil {
@@ -393,6 +402,7 @@ func (e *entity) handleInvoke(c *call) {
 		e.h.finish(c, errReply(env, err))
 		return
 	}
+	e.acceptSender(c)
 	if e.deferKey != "" {
 		w := &waiter{key: e.deferKey, id: id, hash: hash, calls: []*call{c}}
 		e.wait(w, c.deadline)
@@ -501,7 +511,7 @@ func (e *entity) commit(added int) error {
 	before := e.seq
 	state, err := e.beh.snapshot()
 	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
-		if size, ok := e.fit(len(state), added); !ok {
+		if size, ok := e.fit(len(state)+len(e.fences.enc), added); !ok {
 			e.unremember(added)
 			e.rollback()
 			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
@@ -836,7 +846,8 @@ func (e *entity) persist(state []byte) error {
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
 		state:  state,
 		recent: e.recentEnc[:n:n],
-		size:   len(state) + e.recentSize,
+		fences: e.fences.enc,
+		size:   len(state) + e.recentSize + len(e.fences.enc),
 		after:  e.after,
 		expect: expect,
 		done: func(err error) {
@@ -963,6 +974,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
+	e.fences = senderFences{}
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -994,6 +1006,9 @@ func (e *entity) activate() error {
 	e.lastState, err = e.beh.snapshot()
 	if err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
+	}
+	if !e.fences.load(&stored) {
+		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
 	}
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
@@ -1033,7 +1048,8 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 	runMD map[string]string, opts []RequestOption) {
 	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
 	out := &outMsg{
-		env:  &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.ref.Proto()},
+		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.ref.Proto(),
+			SenderFence: &ordopb.SenderFence{Shard: e.shard.id, Epoch: e.epoch}},
 		to:   ref,
 		cont: cont, policy: policy,
 	}

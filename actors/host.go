@@ -134,6 +134,9 @@ type call struct {
 	shard *shardState
 	// caller is who sent the call, as admission established it.
 	caller Caller
+	// fence is the shard and epoch the sending entity sent the call under,
+	// when its caller is an entity (believed from a trusted sender only).
+	fence *ordopb.SenderFence
 	// deadline is the call's effective deadline, Unix nanoseconds: the
 	// envelope's, or HostConfig.DefaultDeadline from admission, capped at
 	// HostConfig.MaxDeadline. Never 0 once admitted.
@@ -547,6 +550,9 @@ func (h *Host) admit(from Caller, c *call) {
 		return
 	}
 	c.caller = caller
+	if caller.Class == CallerEntity {
+		c.fence = env.GetSenderFence()
+	}
 	now := timeNow().UnixNano()
 	c.deadline = h.deadlineOf(env.GetDeadlineUnixNano(), now)
 	if c.deadline <= now {

@@ -48,8 +48,7 @@
 //     sent before the shard moved, delivered only after the new owner
 //     carried the work on, when the receiver's dedup window may no longer
 //     remember it. Work that must survive an owner change is re-driven from
-//     durable state on activation (OnActivate), as a saga does. See
-//     fence.go.
+//     durable state on activation (OnActivate), as a saga does.
 //
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities

@@ -81,6 +81,12 @@ type entity struct {
 	// fences are the highest epochs accepted from other shards' entities
 	// (see fence.go).
 	fences senderFences
+	// timers are the pending timers by name (After); timerOps the changes
+	// the current run made to them, applied if it succeeds.
+	timers   map[string]*entityTimer
+	timerOps []timerOp
+	timerNew map[string]bool // names the run sets that were not pending
+	timerSeq uint64
 
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
@@ -195,6 +201,8 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.handleCont(m)
 	case *retryOut:
 		e.handleRetry(m)
+	case *timerFired:
+		e.handleTimer(m)
 	case *passivateReq:
 		if e.passivating {
 			return
@@ -221,6 +229,7 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *releaseWaiters:
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.ref))
 	case *actor.Stopping:
+		e.stopTimers()
 		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.dropOuts()
@@ -390,6 +399,7 @@ func (e *entity) handleInvoke(c *call) {
 			rep = errReply(env, err)
 		}
 		e.flushOutbox(e.seq)
+		e.applyTimers()
 		e.hold(e.seq, c, rep, nil)
 		return
 	}
@@ -425,11 +435,15 @@ func (e *entity) handleInvoke(c *call) {
 		c.after = nil
 		return
 	}
-	e.remember(id, hash, rep)
+	added := 0
+	if !c.timer { // a timer's firing records no reply
+		e.remember(id, hash, rep)
+		added = 1
+	}
 	if c.after != nil {
 		e.after = append(e.after, *c.after)
 	}
-	if err := e.commit(1); err != nil {
+	if err := e.commit(added); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			if c.after != nil {
 				e.after = e.after[:len(e.after)-1]
@@ -491,6 +505,7 @@ func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
 // continuation runs.
 func (e *entity) begin() {
 	e.outbox = e.outbox[:0]
+	e.clearTimerOps()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 }
@@ -532,6 +547,7 @@ func (e *entity) commit(added int) error {
 		delete(e.waiting, r.w.key)
 	}
 	e.flushOutbox(e.seq)
+	e.applyTimers()
 	for _, r := range resolved {
 		dep := e.seq
 		if r.early {
@@ -654,6 +670,7 @@ func handlerErrorProto(err error) *ordopb.Error {
 // messages the handler meant to send.
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
+	e.clearTimerOps()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if err := e.beh.load(e.lastState); err != nil {
@@ -968,6 +985,7 @@ func (e *entity) refused(cause error) {
 // the entity from storage.
 func (e *entity) reload(heldErr, waitErr *Error) {
 	e.gen++
+	e.stopTimers()
 	e.h.batcher.cancelEntity(e.ref, e.epoch)
 	e.failHeld(heldErr)
 	e.failWaiting(waitErr)

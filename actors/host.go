@@ -58,6 +58,7 @@ type Host struct {
 	// (entry.closing), for its next activation.
 	parked map[*entry][]*call
 
+	timers       atomic.Int64 // pending timers of every entity
 	activations  atomic.Uint64
 	passivations atomic.Uint64
 	overloaded   atomic.Uint64
@@ -137,6 +138,8 @@ type call struct {
 	// fence is the shard and epoch the sending entity sent the call under,
 	// when its caller is an entity (believed from a trusted sender only).
 	fence *ordopb.SenderFence
+	// timer: the call is a timer's firing (After), not a request.
+	timer bool
 	// deadline is the call's effective deadline, Unix nanoseconds: the
 	// envelope's, or HostConfig.DefaultDeadline from admission, capped at
 	// HostConfig.MaxDeadline. Never 0 once admitted.
@@ -160,7 +163,9 @@ type HostStats struct {
 	// LoadedRecords the records they asked for: with a store that is a
 	// persistence.BatchLoader, entities activating together share a read.
 	Loads, LoadedRecords uint64
-	Batch                BatchStats
+	// Timers is the number of timers (Context.After) pending.
+	Timers int64
+	Batch  BatchStats
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
@@ -857,7 +862,7 @@ func (h *Host) Stats() HostStats {
 	active, inflight := h.active, h.inflight
 	h.mu.Unlock()
 	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
-		Inflight: inflight, Overloaded: h.overloaded.Load()}
+		Inflight: inflight, Overloaded: h.overloaded.Load(), Timers: h.timers.Load()}
 	if h.loader != nil {
 		s.Loads, s.LoadedRecords = h.loader.stats()
 	}

@@ -79,14 +79,9 @@ type entity struct {
 	dirty     bool // the dedup window or fences changed since the last write
 	after     []writeDep
 	// fences are the highest epochs accepted from other shards' entities
-	// (see fence.go).
-	fences senderFences
-	// timers are the pending timers by name (After); timerOps the changes
-	// the current run made to them, applied if it succeeds.
-	timers   map[string]*entityTimer
-	timerOps []timerOp
-	timerNew map[string]bool // names the run sets that were not pending
-	timerSeq uint64
+	// (see fence.go), nil when none.
+	fences *senderFences
+	tm     *timerSet // nil until the first After
 
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
@@ -526,7 +521,7 @@ func (e *entity) commit(added int) error {
 	before := e.seq
 	state, err := e.beh.snapshot()
 	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
-		if size, ok := e.fit(len(state)+len(e.fences.enc), added); !ok {
+		if size, ok := e.fit(len(state)+len(e.fences.encoded()), added); !ok {
 			e.unremember(added)
 			e.rollback()
 			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
@@ -863,8 +858,8 @@ func (e *entity) persist(state []byte) error {
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
 		state:  state,
 		recent: e.recentEnc[:n:n],
-		fences: e.fences.enc,
-		size:   len(state) + e.recentSize + len(e.fences.enc),
+		fences: e.fences.encoded(),
+		size:   len(state) + e.recentSize + len(e.fences.encoded()),
 		after:  e.after,
 		expect: expect,
 		done: func(err error) {
@@ -992,7 +987,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
-	e.fences = senderFences{}
+	e.fences = nil
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -1025,9 +1020,11 @@ func (e *entity) activate() error {
 	if err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
 	}
-	if !e.fences.load(&stored) {
+	fences, ok := loadSenderFences(&stored)
+	if !ok {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
 	}
+	e.fences = fences
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/time/rate"
 )
 
 // Host is what a Node drives: the part of the runtime that runs a shard's
@@ -87,8 +88,8 @@ type Node struct {
 	acquiring  map[uint32]bool
 	releasing  map[uint32]bool
 	live       []string
-	desired    []string // desired[shard] over live; replaced, never mutated
-	bucket     tokenBucket
+	desired    []string      // desired[shard] over live; replaced, never mutated
+	handoffs   *rate.Limiter // paces handoffs (Config.HandoffRate, HandoffBurst)
 
 	life       context.Context // ends when Shutdown finishes
 	lifeCancel context.CancelFunc
@@ -130,7 +131,7 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 		acquiring: map[uint32]bool{},
 		releasing: map[uint32]bool{},
 		live:      live,
-		bucket:    newTokenBucket(cfg.HandoffRate, cfg.HandoffBurst),
+		handoffs:  rate.NewLimiter(rate.Limit(cfg.HandoffRate), cfg.HandoffBurst),
 		loopDone:  make(chan struct{}),
 	}, nil
 }
@@ -621,7 +622,7 @@ func (n *Node) reconcile(ctx context.Context) {
 		n.drop(s, shard)
 	}
 	for _, shard := range handoff {
-		if !n.bucket.take() {
+		if !n.handoffs.Allow() {
 			break
 		}
 		n.mu.Lock()
@@ -779,31 +780,4 @@ func (n *Node) releaseLock(sctx context.Context, shard uint32, epoch int64) {
 		}
 		backoff = min(2*backoff, n.cfg.LeaseTTL)
 	}
-}
-
-// tokenBucket rate-limits handoffs. Used with Node.mu not held; it has its
-// own lock.
-type tokenBucket struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-func newTokenBucket(rate float64, burst int) tokenBucket {
-	return tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: time.Now()}
-}
-
-func (b *tokenBucket) take() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
-	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }

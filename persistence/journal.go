@@ -70,10 +70,11 @@ type Journal interface {
 	// ReadJournal follows the journal of one kind across all its entities,
 	// for building read models. It returns up to limit events that come
 	// after the position after (the zero Offset: from the start), and next,
-	// the position after the last of them, to pass to the following call
-	// (next equals after when there is nothing new). limit must be
-	// positive; an Offset this driver did not produce is refused with
-	// ErrInvalid.
+	// the position after the last of them, to pass to the following call.
+	// It may return fewer than limit events while more follow; no events
+	// means the reader has caught up, and then next equals after. limit
+	// must be positive; an Offset this driver did not produce is refused
+	// with ErrInvalid.
 	//
 	// Guarantees, for a reader that resumes each call from the next of the
 	// one before (from any stored Offset, in any process):

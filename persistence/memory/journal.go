@@ -150,8 +150,8 @@ func (s *Store) ReadJournal(ctx context.Context, kind string, after persistence.
 		}
 		out = append(out, persistence.JournalEntry{Kind: kind, ID: e.id, Event: persistence.Event{Seq: e.seq, Data: bytes.Clone(e.data)}})
 	}
-	if last == from {
-		return out, after, nil
+	if len(out) == 0 {
+		return nil, after, nil
 	}
 	return out, encodeOffset(last), nil
 }

@@ -151,10 +151,13 @@ func readFeed(t *testing.T, j persistence.Journal, kind string, after persistenc
 		if len(got) > 0 && next == after {
 			t.Fatalf("ReadJournal(%s, %q) returned %d entries and the same offset", kind, after, len(got))
 		}
-		all = append(all, got...)
-		if len(got) == 0 && next == after {
+		if len(got) == 0 {
+			if next != after {
+				t.Fatalf("ReadJournal(%s, %q) returned no entries and moved to %q", kind, after, next)
+			}
 			return all, next
 		}
+		all = append(all, got...)
 		after = next
 	}
 	t.Fatalf("ReadJournal(%s) never reached the end", kind)

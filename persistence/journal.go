@@ -85,13 +85,15 @@ type Journal interface {
 	//     earlier than Saves already read, comes after that call's next.
 	//     An event deleted (Record.DeleteEventsBefore) before the reader
 	//     reached it does not appear.
-	//   - The events of one entity appear in Seq order.
+	//   - The events of one entity appear in Seq order (with PostgreSQL,
+	//     provided its records always carry the same shard, as the
+	//     runtime's do).
 	//   - Events of one shard appear in the order their Saves committed.
 	//     Events of different shards may interleave in any order consistent
 	//     with that (the memory and etcd drivers follow one global commit
 	//     order; PostgreSQL orders each shard on its own).
 	//
-	// Delivery to a read model is therefore at least once: a reader that
+	// Delivery to a read model is at least once: a reader that
 	// stores next only after applying a page, and crashes in between,
 	// reads the page again (store next atomically with the read model for
 	// exactly once). Reading from an older Offset again returns the same

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -101,6 +102,8 @@ type entity struct {
 	waitIdx     map[string]*waiter
 	deferKey    string
 	resolutions []resolution
+
+	span trace.Span // of the call or continuation being run; nil: tracing off (trace.go)
 }
 
 // waiter is one deferred request and the duplicates that arrived while it
@@ -318,6 +321,8 @@ func (e *entity) handleInvoke(c *call) {
 			return
 		}
 	}
+	e.startSpan(env, name)
+	defer e.endSpan()
 	if !e.loaded {
 		if err := e.activate(); err != nil {
 			e.h.finish(c, errReply(env, err))
@@ -349,7 +354,8 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
-	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}, msg)
+	out, panicked, herr := e.runHandler(e.traced(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}), msg)
+	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -805,6 +811,7 @@ func (e *entity) persist(state []byte) error {
 		size:   len(state) + e.recentSize,
 		after:  e.after,
 		expect: expect,
+		span:   e.span,
 		done: func(err error) {
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
@@ -943,7 +950,7 @@ func (e *entity) activate() error {
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
 	}
-	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.StoreTimeout)
+	ctx, cancel := context.WithTimeout(e.withSpan(e.h.ctx), e.h.cfg.StoreTimeout)
 	defer cancel()
 	rec, err := e.h.store.Load(ctx, e.ref.Kind, e.ref.ID)
 	var stored ordopb.EntityRecord
@@ -1185,6 +1192,8 @@ func (e *entity) handleCont(m *contDone) {
 	if out.cont == nil || !e.loaded || e.hookRan {
 		return // restarted meanwhile, or stopping: durable state carries the work
 	}
+	e.startContSpan(out)
+	defer e.endSpan()
 	e.begin()
 	var panicked any
 	func() {

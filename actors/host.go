@@ -164,6 +164,9 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 	if store == nil {
 		return nil, errors.New("actors: nil store")
 	}
+	if cfg.Tracer != nil {
+		store = tracedStore{Store: store, tracer: cfg.Tracer}
+	}
 	h := &Host{
 		cfg:     cfg,
 		store:   store,
@@ -821,13 +824,18 @@ func (h *Host) shardLost(sh *shardState, err error) {
 
 // Invoke submits env and waits for its reply or the end of ctx. ctx's
 // deadline becomes the envelope's deadline when it has none, and ctx's
-// metadata (WithMetadata) its metadata when it has none.
+// metadata (WithMetadata) its metadata when it has none. With tracing on
+// (HostConfig.Tracer), ctx's span becomes the parent of the call's span
+// when the envelope carries no trace context.
 func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
 	}
 	if md := metadataOf(ctx); len(md) > 0 && len(env.GetMetadata()) == 0 {
 		env.Metadata = md
+	}
+	if h.cfg.Tracer != nil {
+		traceEnvelope(ctx, env)
 	}
 	ch := make(chan *ordopb.Reply, 1)
 	h.Submit(env, func(r *ordopb.Reply) { ch <- r })

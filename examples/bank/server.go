@@ -161,6 +161,7 @@ func newNodeCmd() *cobra.Command {
 		sec                       secFlags
 		adminTokenFile            string
 		gossipKey                 string
+		otlp                      otlpFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) --gossip-key FILE [--join HOST:PORT,...]",
@@ -228,6 +229,9 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 			if leaseTTL < time.Second || leaseTTL%time.Second != 0 {
 				return usagef("--lease-ttl %v: want a whole number of seconds >= 1s", leaseTTL)
 			}
+			if err := otlp.validate(); err != nil {
+				return err
+			}
 			if gossipKey != "" {
 				keys, err := cluster.ReadGossipKeys(gossipKey)
 				if err != nil {
@@ -236,6 +240,22 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 				cfg.GossipKeys = keys
 			}
 			ctx := cmd.Context()
+			tp, err := otlp.provider(ctx, id)
+			if err != nil {
+				return err
+			}
+			if tp != nil {
+				cfg.TracerProvider = tp
+				defer func() {
+					// Send the spans still buffered; a collector that is
+					// gone costs at most this long.
+					sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+					defer cancel()
+					if err := tp.Shutdown(sctx); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "node %s: flushing spans: %v\n", id, err)
+					}
+				}()
+			}
 			var st persistence.Store
 			switch store {
 			case "etcd":
@@ -332,6 +352,7 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 	fs.DurationVar(&drain, "drain-timeout", 30*time.Second, "bound on the graceful drain at SIGTERM/SIGINT")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not log to stderr")
 	fs.StringVar(&gossipKey, "gossip-key", "", "file of gossip encryption keys: base64, one per line, the first used to encrypt; reread on SIGHUP (empty: plaintext gossip)")
+	otlp.register(fs)
 	return cmd
 }
 

@@ -126,7 +126,9 @@ type Config struct {
 	// request but /healthz and /readyz; a request without it, or with
 	// another, is answered 401. Read it from a file, never a command-line
 	// flag. It also guards Handler when mounted on a server of the
-	// caller's.
+	// caller's. The nodes of a cluster must share one token: a node's
+	// dashboard reads the other nodes' admin endpoints with its own (and
+	// only those of nodes that match their etcd registration).
 	AdminToken string
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
 	// endpoint. With AdminToken set, pprof requires the token, on any

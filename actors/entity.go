@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -106,6 +107,8 @@ type entity struct {
 	waitIdx     map[string]*waiter
 	deferKey    string
 	resolutions []resolution
+
+	span trace.Span // of the call or continuation being run; nil: tracing off (trace.go)
 }
 
 // waiter is one deferred request and the duplicates that arrived while it
@@ -326,6 +329,8 @@ func (e *entity) handleInvoke(c *call) {
 			return
 		}
 	}
+	e.startSpan(env, name)
+	defer e.endSpan()
 	if !e.loaded {
 		if err := e.activate(); err != nil {
 			e.h.finish(c, errReply(env, err))
@@ -363,7 +368,8 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
-	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}, msg)
+	out, panicked, herr := e.runHandler(e.traced(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}), msg)
+	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -862,6 +868,7 @@ func (e *entity) persist(state []byte) error {
 		size:   len(state) + e.recentSize + len(e.fences.encoded()),
 		after:  e.after,
 		expect: expect,
+		span:   e.span,
 		done: func(err error) {
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
@@ -1002,7 +1009,7 @@ func (e *entity) activate() error {
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.h.ctx, e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
 	var stored ordopb.EntityRecord
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
@@ -1248,6 +1255,8 @@ func (e *entity) handleCont(m *contDone) {
 	if out.cont == nil || !e.loaded || e.hookRan {
 		return // restarted meanwhile, or stopping: durable state carries the work
 	}
+	e.startContSpan(out)
+	defer e.endSpan()
 	e.begin()
 	var panicked any
 	func() {

@@ -35,7 +35,7 @@ type write struct {
 	// fences are the entity's sender fences, encoded as EntityRecord
 	// fields 5 and 6 (nil: none).
 	fences []byte
-	size   int // len(state) plus the bytes of recent and fences
+	size   int // len(state) plus the bytes of recent, fences and events
 	// after are writes of co-located entities this one depends on: it is
 	// never sent before them, only with them (same Save) or after them.
 	after []writeDep
@@ -49,6 +49,9 @@ type write struct {
 	done func(error)
 	// span is the span of the run that made the write; nil: tracing off.
 	span trace.Span
+	// journal is the new events of an event-sourced entity, its record's
+	// journal fields, and the events its snapshot lets go.
+	journal journalWrite
 }
 
 // writeDep names write seq of the entity en (or any later one).
@@ -59,6 +62,10 @@ type writeDep struct {
 
 // pending is the newest not-yet-sent write of one entity, with the done
 // callbacks of every write it replaced (a newer snapshot covers them).
+// The events of an event-sourced entity's writes are not covered by a
+// newer write: a pending keeps every event of the writes it replaced, in
+// order, up to BatchMaxEvents; a write beyond that starts the next
+// pending of the entity (next), saved after this one.
 type pending struct {
 	w      write
 	after  []writeDep
@@ -69,6 +76,13 @@ type pending struct {
 	// Save may carry with it: the store refused a larger group as too
 	// large (see run).
 	limit int
+
+	// events are the events of every write p covers, in order.
+	events []persistence.Event
+	// deleteBefore is the highest Record.DeleteEventsBefore of the writes.
+	deleteBefore uint64
+	// next is the entity's pending saved after this one (nil: none).
+	next *pending
 }
 
 // colocateLinger bounds how long a write waits for the writes of the
@@ -89,7 +103,51 @@ func (p *pending) record() persistence.Record {
 		data = append(data, b...)
 	}
 	data = append(data, w.fences...)
-	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data}
+	data = append(data, w.journal.meta...)
+	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data,
+		Events: p.events, DeleteEventsBefore: p.deleteBefore}
+}
+
+// newPending returns the pending of w alone.
+func newPending(w write) *pending {
+	p := &pending{w: w, after: w.after, expect: w.expect, done: []func(error){w.done},
+		events: w.journal.events, deleteBefore: w.journal.deleteBefore}
+	if w.expect > 0 {
+		p.linger = time.Now().Add(colocateLinger)
+	}
+	return p
+}
+
+// add makes the newer write w of p's entity replace p's, unless w's
+// events would take p over maxEvents: then w starts p.next. It returns the
+// pending w joined.
+func (p *pending) add(w write, maxEvents int) *pending {
+	for p.next != nil {
+		p = p.next
+	}
+	if n := len(w.journal.events); n > 0 && len(p.events) > 0 && len(p.events)+n > maxEvents {
+		p.next = newPending(w)
+		return p.next
+	}
+	p.w = w
+	p.after = append(p.after, w.after...)
+	p.expect += w.expect
+	if w.expect > 0 {
+		p.linger = time.Now().Add(colocateLinger)
+	}
+	p.done = append(p.done, w.done)
+	p.events = append(p.events, w.journal.events...)
+	p.deleteBefore = max(p.deleteBefore, w.journal.deleteBefore)
+	return p
+}
+
+// chainSize returns the bytes of p and the pendings after it.
+func (p *pending) chainSize() int {
+	n := 0
+	for ; p != nil; p = p.next {
+		n += p.w.size
+	}
+	return n
 }
 
 // ready reports whether every write p depends on is durable or in the
@@ -180,6 +238,7 @@ type batcher struct {
 	timeout     time.Duration
 	onBatch     func(int)
 	tracer      trace.Tracer // nil: no spans (trace.go)
+	maxEvents   int          // events per shard group (HostConfig.BatchMaxEvents)
 
 	// in carries writes and cancels in one channel, so that a cancel never
 	// overtakes a write the same entity submitted before it.
@@ -202,6 +261,7 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 	return &batcher{
 		store:       store,
 		maxRecords:  cfg.BatchMaxRecords,
+		maxEvents:   cfg.BatchMaxEvents,
 		maxBytes:    cfg.BatchMaxBytes,
 		maxDelay:    cfg.BatchMaxDelay,
 		maxInFlight: cfg.BatchMaxInFlight,
@@ -319,9 +379,11 @@ func (b *batcher) run(parent context.Context) {
 			p := queue[ref]
 			if match(p) {
 				delete(queue, ref)
-				bytes -= p.w.size
-				for _, d := range p.done {
-					d(err)
+				for ; p != nil; p = p.next {
+					bytes -= p.w.size
+					for _, d := range p.done {
+						d(err)
+					}
 				}
 				continue
 			}
@@ -351,7 +413,8 @@ func (b *batcher) run(parent context.Context) {
 	// requeue puts back the writes of a group the store refused as too
 	// large, each to go in a group of at most limit records of its shard.
 	// A newer queued write of the same entity takes the place of one (it
-	// covers it); one a cancel waits for is withdrawn.
+	// covers it), unless it has events: then the newer one is saved after
+	// it; one a cancel waits for is withdrawn.
 	requeue := func(ps []*pending, limit int) {
 		var front []Ref
 		for _, p := range ps {
@@ -365,7 +428,7 @@ func (b *batcher) run(parent context.Context) {
 				}
 				continue
 			}
-			if queued {
+			if queued && len(p.events) == 0 && p.deleteBefore == 0 {
 				q.after = append(p.after, q.after...)
 				q.done = append(p.done, q.done...)
 				if q.limit == 0 || limit < q.limit {
@@ -373,9 +436,14 @@ func (b *batcher) run(parent context.Context) {
 				}
 				continue
 			}
+			bytes += p.w.size
+			if queued {
+				p.next = q // still in order
+				queue[ref] = p
+				continue
+			}
 			queue[ref] = p
 			front = append(front, ref)
-			bytes += p.w.size
 		}
 		if len(order) == 0 {
 			firstQueued = time.Now()
@@ -383,8 +451,8 @@ func (b *batcher) run(parent context.Context) {
 		order = append(front, order...)
 	}
 	type shardGroup struct {
-		epoch    int64
-		n, limit int
+		epoch          int64
+		n, limit, evts int
 	}
 	flush := func() bool {
 		n := len(order)
@@ -417,7 +485,8 @@ func (b *batcher) run(parent context.Context) {
 				continue
 			}
 			// A shard's group stays within the limits of the writes in it.
-			if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit) {
+			if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit ||
+				len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {
 				rest = append(rest, order[i])
 				continue
 			}
@@ -441,7 +510,7 @@ func (b *batcher) run(parent context.Context) {
 				}
 				p.expect = 0
 			}
-			g.epoch, g.n = p.w.epoch, g.n+1
+			g.epoch, g.n, g.evts = p.w.epoch, g.n+1, g.evts+len(p.events)
 			if p.limit > 0 && (g.limit == 0 || p.limit < g.limit) {
 				g.limit = p.limit
 			}
@@ -452,7 +521,14 @@ func (b *batcher) run(parent context.Context) {
 				inBatch = make(map[*entry]uint64)
 			}
 			inBatch[p.w.en] = p.w.seq
-			delete(queue, order[i])
+			if p.next != nil {
+				// The entity's next writes wait for this one's outcome.
+				queue[order[i]] = p.next
+				p.next = nil
+				rest = append(rest, order[i])
+			} else {
+				delete(queue, order[i])
+			}
 			inflightSet[order[i]] = true
 		}
 		order = append(rest, order[i:]...)
@@ -552,19 +628,10 @@ func (b *batcher) run(parent context.Context) {
 			for _, d := range w.after {
 				joined(d)
 			}
-			var linger time.Time
-			if w.expect > 0 {
-				linger = time.Now().Add(colocateLinger)
-			}
 			if p, ok := queue[ref]; ok && p.w.epoch == w.epoch {
-				bytes += w.size - p.w.size
-				p.w = w
-				p.after = append(p.after, w.after...)
-				p.expect += w.expect
-				if w.expect > 0 {
-					p.linger = linger
-				}
-				p.done = append(p.done, w.done)
+				before := p.chainSize()
+				p.add(w, b.maxEvents)
+				bytes += p.chainSize() - before
 				continue
 			} else if ok {
 				failQueued(func(q *pending) bool { return q == p }, errWriteCanceled)
@@ -572,7 +639,7 @@ func (b *batcher) run(parent context.Context) {
 			if len(order) == 0 {
 				firstQueued = time.Now()
 			}
-			queue[ref] = &pending{w: w, after: w.after, expect: w.expect, linger: linger, done: []func(error){w.done}}
+			queue[ref] = newPending(w)
 			order = append(order, ref)
 			bytes += w.size
 

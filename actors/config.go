@@ -52,6 +52,17 @@ type HostConfig struct {
 	// (and the machine's CPU) per write lowest; raise it for a store whose
 	// commits are slow but parallel.
 	BatchMaxInFlight int
+	// BatchMaxEvents bounds the events (of event-sourced kinds, see
+	// EventSourced) that one shard's group of records in a Save carries:
+	// an entity's queued writes are coalesced only up to it, and a run
+	// that emits more fails with ErrTooLarge. The default, 60, keeps a
+	// group of journal appends within one etcd transaction under etcd's
+	// default of 128 operations (see persistence/etcd: each appending
+	// entity costs two comparisons, each event one write); raise it with
+	// the store's limits (PostgreSQL has none that matter here). A group
+	// the store still refuses as too large is split as any other.
+	// Default 60.
+	BatchMaxEvents int
 	// StoreTimeout bounds each store call. Default 10s.
 	StoreTimeout time.Duration
 	// RequestTimeout bounds each attempt of an entity-to-entity message
@@ -152,6 +163,7 @@ func DefaultHostConfig() HostConfig {
 		BatchMaxRecords:  256,
 		BatchMaxBytes:    1 << 20,
 		BatchMaxInFlight: 1,
+		BatchMaxEvents:   60,
 		StoreTimeout:     10 * time.Second,
 		RequestTimeout:   30 * time.Second,
 		Retry:            DefaultRetryPolicy(),
@@ -192,6 +204,8 @@ func (c HostConfig) Validate() error {
 		return errors.New("actors: BatchMaxBytes must be positive")
 	case c.BatchMaxInFlight <= 0:
 		return errors.New("actors: BatchMaxInFlight must be positive")
+	case c.BatchMaxEvents <= 0:
+		return errors.New("actors: BatchMaxEvents must be positive")
 	case c.BatchMaxDelay < 0:
 		return errors.New("actors: BatchMaxDelay must not be negative")
 	case c.StoreTimeout <= 0:

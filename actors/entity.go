@@ -84,6 +84,8 @@ type entity struct {
 	fences *senderFences
 	tm     *timerSet // nil until the first After
 
+	es *eventState // nil: a state-based kind (eventsourced.go)
+
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
 	// outs are the released messages not yet answered (or waiting to be
@@ -265,10 +267,10 @@ func (e *entity) farewell() {
 	}
 	e.begin()
 	ran, panicked := e.runPassivate()
-	if !ran {
+	if final := e.finalSnapshot(); !ran && !final {
 		return
 	}
-	e.hookRan = true
+	e.hookRan = ran
 	if panicked != nil {
 		e.h.log.Error("OnPassivate hook panicked", "entity", e.ref, "panic", panicked)
 		e.rollback()
@@ -391,6 +393,10 @@ func (e *entity) handleInvoke(c *call) {
 		return
 	}
 	if !write {
+		if e.emitted() {
+			e.rollback()
+			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s emitted events (only write handlers may)", name, e.ref)
+		}
 		if herr == nil && (e.deferKey != "" || len(e.resolutions) > 0) {
 			e.deferKey, e.resolutions = "", e.resolutions[:0]
 			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s deferred or resolved a reply (only write handlers may)", name, e.ref)
@@ -509,6 +515,9 @@ func (e *entity) begin() {
 	e.clearTimerOps()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
+	if e.es != nil {
+		e.es.begin()
+	}
 }
 
 // commit ends a write handler, hook or continuation that did not fail: it
@@ -525,15 +534,21 @@ func (e *entity) commit(added int) error {
 	resolved := e.resolve()
 	added += len(resolved)
 	before := e.seq
-	state, err := e.beh.snapshot()
-	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
+	var err error
+	if e.es != nil {
+		if err = e.commitEvents(added); errors.Is(err, ErrTooLarge) {
+			return err
+		}
+	} else if state, serr := e.beh.snapshot(); serr != nil {
+		err = serr
+	} else if added > 0 || e.dirty || string(state) != string(e.lastState) {
 		if size, ok := e.fit(len(state)+len(e.fences.encoded()), added); !ok {
 			e.unremember(added)
 			e.rollback()
 			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
 				e.ref, size, len(state), size-len(state), e.h.cfg.MaxStateBytes)
 		}
-		err = e.persist(state)
+		err = e.persist(state, journalWrite{})
 	}
 	if err != nil {
 		e.rollback()
@@ -674,6 +689,10 @@ func (e *entity) rollback() {
 	e.clearTimerOps()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
+	if e.es != nil {
+		e.rollbackEvents()
+		return
+	}
 	if err := e.beh.load(e.lastState); err != nil {
 		// lastState was produced by snapshot; failing to decode it is a bug.
 		panic(fmt.Sprintf("actors: %s: cannot decode own state: %v", e.ref, err))
@@ -846,9 +865,10 @@ func encodeRecent(d *ordopb.DedupEntry) []byte {
 }
 
 // persist hands the entity's new state (encoded, and the rollback point
-// from now on) to the batcher, with the dedup window as it is now. The
-// record itself is encoded by the batcher, once per Save.
-func (e *entity) persist(state []byte) error {
+// from now on) to the batcher, with the dedup window as it is now, and,
+// for an event-sourced entity, its new events (state is then its
+// snapshot). The record itself is encoded by the batcher, once per Save.
+func (e *entity) persist(state []byte, jw journalWrite) error {
 	e.seq++
 	e.lastState = state
 	e.dirty = false
@@ -865,10 +885,12 @@ func (e *entity) persist(state []byte) error {
 		state:  state,
 		recent: e.recentEnc[:n:n],
 		fences: e.fences.encoded(),
-		size:   len(state) + e.recentSize + len(e.fences.encoded()),
+		size:   len(state) + e.recentSize + len(e.fences.encoded()) + jw.bytes,
 		after:  e.after,
 		expect: expect,
 		span:   e.span,
+		// An event-sourced entity's events, journal fields and deletion.
+		journal: jw,
 		done: func(err error) {
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
@@ -934,8 +956,13 @@ func (e *entity) handleWriteDone(m *writeDone) {
 	case errors.Is(m.err, persistence.ErrTooLarge):
 		e.refused(m.err)
 	default:
-		// Fenced, or an outcome the store could not report (the write may
-		// still land later). Restarting the entity from storage under the
+		if errors.Is(m.err, persistence.ErrSequence) {
+			// The store's journal does not end where this owner's writes
+			// say it does: a bug, or another writer under the same epoch.
+			e.h.log.Error("the store refused the entity's events as out of sequence", "entity", e.ref, "err", m.err)
+		}
+		// Fenced, out of sequence, or an outcome the store could not report
+		// (the write may still land later). Restarting the entity from storage under the
 		// same epoch would let such a late write overwrite newer state, so
 		// the whole shard is given up: it is served again only under a new
 		// epoch, whose fence rejects any write still on its way.
@@ -1020,11 +1047,13 @@ func (e *entity) activate() error {
 			return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: %v", e.ref, err)
 		}
 	}
-	if err := e.beh.load(stored.GetState()); err != nil {
+	if e.es != nil {
+		if err := e.activateEvents(e.withSpan(e.h.ctx), &stored); err != nil {
+			return err
+		}
+	} else if err := e.beh.load(stored.GetState()); err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding state of %s: %v", e.ref, err)
-	}
-	e.lastState, err = e.beh.snapshot()
-	if err != nil {
+	} else if e.lastState, err = e.beh.snapshot(); err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
 	}
 	fences, ok := loadSenderFences(&stored)

@@ -35,6 +35,8 @@ type Host struct {
 	kinds  map[string]Kind
 	log    *slog.Logger
 	router Router
+	// journal is raw's journal when a kind is event-sourced (else nil).
+	journal persistence.Journal
 
 	system  *actor.ActorSystem
 	batcher *batcher
@@ -206,6 +208,10 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 			return nil, fmt.Errorf("actors: kind %q registered twice", k.Name())
 		}
 		h.kinds[k.Name()] = k
+	}
+	var err error
+	if h.journal, err = journalFor(raw, h.kinds); err != nil {
+		return nil, err
 	}
 	if h.router == nil {
 		h.router = localRouter{h}

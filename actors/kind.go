@@ -26,6 +26,9 @@ type Kind interface {
 	// internal reports whether messages of type name are internal
 	// (Internal): only trusted callers may send them.
 	internal(name protoreflect.FullName) bool
+	// eventSourced reports whether the kind is event-sourced
+	// (EventSourced): its host's store must keep journals.
+	eventSourced() bool
 }
 
 var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
@@ -38,6 +41,7 @@ type KindOf[S proto.Message] struct {
 	internals   map[protoreflect.FullName]bool
 	onActivate  func(c *Context[S])
 	onPassivate func(c *Context[S])
+	es          *eventKind[S] // nil: state-based (see EventSourced)
 }
 
 // Option configures a KindOf: a handler (On, OnRead) or a hook
@@ -446,13 +450,22 @@ type typedBehavior[S proto.Message] struct {
 	kind  *KindOf[S]
 	ent   *entity
 	state S
+	// pre is the state as of the run's start, cloned by its first Emit
+	// (event-sourced kinds, see eventsourced.go); cloned says it is set.
+	pre    S
+	cloned bool
 }
 
 func (k *KindOf[S]) newBehavior() behavior {
 	return &typedBehavior[S]{kind: k, state: k.newState()}
 }
 
-func (b *typedBehavior[S]) bind(e *entity) { b.ent = e }
+func (b *typedBehavior[S]) bind(e *entity) {
+	b.ent = e
+	if b.kind.es != nil {
+		e.es = b.kind.es.newEventState(b)
+	}
+}
 
 func (b *typedBehavior[S]) context(in runIn) *Context[S] {
 	c := &Context[S]{State: b.state, ent: b.ent, requestID: in.requestID,

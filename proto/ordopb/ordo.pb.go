@@ -547,10 +547,19 @@ type EntityRecord struct {
 	// entity accepted (Envelope.sender_fence): sender_epochs[i] is the
 	// epoch of shard sender_shards[i]; shards ascending, at most one entry
 	// per shard.
-	SenderShards  []uint32 `protobuf:"varint,5,rep,packed,name=sender_shards,json=senderShards,proto3" json:"sender_shards,omitempty"`
-	SenderEpochs  []int64  `protobuf:"varint,6,rep,packed,name=sender_epochs,json=senderEpochs,proto3" json:"sender_epochs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SenderShards []uint32 `protobuf:"varint,5,rep,packed,name=sender_shards,json=senderShards,proto3" json:"sender_shards,omitempty"`
+	SenderEpochs []int64  `protobuf:"varint,6,rep,packed,name=sender_epochs,json=senderEpochs,proto3" json:"sender_epochs,omitempty"`
+	// The last event the snapshot covers (0: none, the state is the empty
+	// state or, in a record a state-based kind wrote, the whole state).
+	SnapshotSeq uint64 `protobuf:"varint,16,opt,name=snapshot_seq,json=snapshotSeq,proto3" json:"snapshot_seq,omitempty"`
+	// The Seq of the entity's last event: its journal ends there.
+	LastEvent uint64 `protobuf:"varint,17,opt,name=last_event,json=lastEvent,proto3" json:"last_event,omitempty"`
+	// The kind's EventSourcing.SnapshotVersion when the snapshot was taken
+	// (at least 1). A snapshot of another version is not loaded: the state
+	// is rebuilt from the events.
+	SnapshotVersion uint32 `protobuf:"varint,18,opt,name=snapshot_version,json=snapshotVersion,proto3" json:"snapshot_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *EntityRecord) Reset() {
@@ -625,6 +634,27 @@ func (x *EntityRecord) GetSenderEpochs() []int64 {
 	return nil
 }
 
+func (x *EntityRecord) GetSnapshotSeq() uint64 {
+	if x != nil {
+		return x.SnapshotSeq
+	}
+	return 0
+}
+
+func (x *EntityRecord) GetLastEvent() uint64 {
+	if x != nil {
+		return x.LastEvent
+	}
+	return 0
+}
+
+func (x *EntityRecord) GetSnapshotVersion() uint32 {
+	if x != nil {
+		return x.SnapshotVersion
+	}
+	return 0
+}
+
 var File_proto_ordopb_ordo_proto protoreflect.FileDescriptor
 
 const file_proto_ordopb_ordo_proto_rawDesc = "" +
@@ -663,14 +693,18 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
 	"\x05reply\x18\x02 \x01(\v2\x0e.ordo.v1.ReplyR\x05reply\x12!\n" +
-	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"\xc3\x01\n" +
+	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"\xb0\x02\n" +
 	"\fEntityRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12+\n" +
 	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent\x12#\n" +
 	"\rsender_shards\x18\x05 \x03(\rR\fsenderShards\x12#\n" +
-	"\rsender_epochs\x18\x06 \x03(\x03R\fsenderEpochs*\xe2\x01\n" +
+	"\rsender_epochs\x18\x06 \x03(\x03R\fsenderEpochs\x12!\n" +
+	"\fsnapshot_seq\x18\x10 \x01(\x04R\vsnapshotSeq\x12\x1d\n" +
+	"\n" +
+	"last_event\x18\x11 \x01(\x04R\tlastEvent\x12)\n" +
+	"\x10snapshot_version\x18\x12 \x01(\rR\x0fsnapshotVersion*\xe2\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x15\n" +
 	"\x11CODE_UNKNOWN_KIND\x10\x01\x12\x11\n" +

@@ -81,6 +81,8 @@ type pending struct {
 	events []persistence.Event
 	// deleteBefore is the highest Record.DeleteEventsBefore of the writes.
 	deleteBefore uint64
+	// snapshot is the newest snapshot record data of the writes, if any.
+	snapshot []byte
 	// next is the entity's pending saved after this one (nil: none).
 	next *pending
 }
@@ -108,10 +110,22 @@ func (p *pending) record() persistence.Record {
 		Events: p.events, DeleteEventsBefore: p.deleteBefore}
 }
 
+// records appends p's records to recs: the entity's, and its snapshot's
+// when p carries a new one (event-sourced kinds).
+func (p *pending) records(recs []persistence.Record) []persistence.Record {
+	recs = append(recs, p.record())
+	if p.snapshot != nil {
+		w := &p.w
+		recs = append(recs, persistence.Record{Kind: w.ref.Kind + SnapshotKindSuffix, ID: w.ref.ID,
+			Shard: w.shard, Epoch: w.epoch, Data: p.snapshot})
+	}
+	return recs
+}
+
 // newPending returns the pending of w alone.
 func newPending(w write) *pending {
 	p := &pending{w: w, after: w.after, expect: w.expect, done: []func(error){w.done},
-		events: w.journal.events, deleteBefore: w.journal.deleteBefore}
+		events: w.journal.events, deleteBefore: w.journal.deleteBefore, snapshot: w.journal.snapshot}
 	if w.expect > 0 {
 		p.linger = time.Now().Add(colocateLinger)
 	}
@@ -138,6 +152,9 @@ func (p *pending) add(w write, maxEvents int) *pending {
 	p.done = append(p.done, w.done)
 	p.events = append(p.events, w.journal.events...)
 	p.deleteBefore = max(p.deleteBefore, w.journal.deleteBefore)
+	if w.journal.snapshot != nil {
+		p.snapshot = w.journal.snapshot
+	}
 	return p
 }
 
@@ -428,7 +445,7 @@ func (b *batcher) run(parent context.Context) {
 				}
 				continue
 			}
-			if queued && len(p.events) == 0 && p.deleteBefore == 0 {
+			if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil {
 				q.after = append(p.after, q.after...)
 				q.done = append(p.done, q.done...)
 				if q.limit == 0 || limit < q.limit {
@@ -536,9 +553,9 @@ func (b *batcher) run(parent context.Context) {
 			return false
 		}
 		bytes -= size
-		recs := make([]persistence.Record, len(batch))
-		for i, p := range batch {
-			recs[i] = p.record()
+		recs := make([]persistence.Record, 0, len(batch))
+		for _, p := range batch {
+			recs = p.records(recs)
 		}
 		id := nextBatch
 		nextBatch++

@@ -94,6 +94,26 @@
 //     call, a deferred one included, ends by its deadline at the latest,
 //     which frees its slot.
 //
+//   - Event-sourced kinds. A kind declared EventSourced keeps its state as
+//     a history: its write handlers emit events (Context.Emit), which the
+//     kind's Apply folds into the state at once, and which are appended to
+//     the entity's journal (persistence.Journal) in the same fenced,
+//     atomic Save as its record and the request's dedup entry; the output
+//     gate, dedup and group commit are those of any kind. The state itself
+//     is written only as a snapshot, every EventSourcing.SnapshotEvery
+//     events and on passivation, in a record of its own; activation loads
+//     the latest snapshot and replays the events after it. The batcher
+//     coalesces an entity's queued writes keeping every event, up to
+//     HostConfig.BatchMaxEvents per shard's group. A stored event of a
+//     type the kind no longer declares, or a snapshot that cannot be
+//     rebuilt, fails the activation with ErrInternal. See eventsourced.go
+//     for the record layout and schema evolution.
+//
+//   - Projections. Follow reads the journal of an event-sourced kind, or of
+//     one entity, in commit order from a stored offset (OffsetStore), and
+//     hands each page of decoded events to a handler that builds a read
+//     model: at least once, resumable from any process.
+//
 // Entity-to-entity calls (Request, Send) never block the caller's mailbox:
 // the reply comes back later as a continuation run on the caller's own
 // goroutine. Outgoing calls pass the same output gate as replies, except

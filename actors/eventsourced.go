@@ -25,16 +25,19 @@ import (
 // group commit and dedup are unchanged). A run that fails or is rolled
 // back leaves no event.
 //
-// The record of an event-sourced entity holds a snapshot (the state as of
-// some event K, EntityRecord.snapshot_seq), the Seq of its last event
-// (last_event) and the snapshot's version, with its dedup window and
-// sender fences as always. A write that brings the events since the
-// snapshot to EventSourcing.SnapshotEvery carries a new snapshot of the
-// state as of its last event; other writes carry the previous snapshot
-// unchanged (the state is not encoded on every write). Passivation and a
-// graceful release of the shard write a snapshot when events came after
-// the last one. Activation loads the record, decodes the snapshot and
-// applies the events after it, read from the journal: at most
+// The record of an event-sourced entity holds its dedup window and sender
+// fences, as always, the Seq of its last event (EntityRecord.last_event)
+// and which snapshot is current (snapshot_seq, snapshot_version), but not
+// its state. A snapshot (the state as of event snapshot_seq) is a record
+// of its own, of kind "<kind>/snapshot" and the entity's ID, written in
+// the same Save as the entity's record: by the write that brings the
+// events since the last snapshot to EventSourcing.SnapshotEvery, and on
+// passivation and on a graceful release of the shard when events came
+// after it. Other writes carry neither the state nor its snapshot: a
+// write costs its events and the record's few hundred bytes whatever the
+// state's size, and the state is encoded once per SnapshotEvery events,
+// not on every write. Activation loads the record and the snapshot it
+// names, and applies the events after it, read from the journal: at most
 // SnapshotEvery and one run's events, whatever the journal's length.
 //
 // Events are stored as google.protobuf.Any (the event's full type name,
@@ -60,14 +63,18 @@ import (
 //     journals hold it; a stored event of a type the kind does not declare
 //     fails the activation (ErrInternal) instead of being skipped.
 //   - A state-based kind becomes event-sourced: its records load as a
-//     snapshot at event 0 (their state is the whole state), and the
-//     entity's events start at 1.
+//     snapshot at event 0 (their state is the whole state), stored as the
+//     entity's snapshot by its first write, and its events start at 1.
 
 // replayPage is how many events activation reads from the journal at once.
 const replayPage = 1000
 
 // DefaultSnapshotEvery is EventSourcing.SnapshotEvery's default.
 const DefaultSnapshotEvery = 1000
+
+// SnapshotKindSuffix makes the kind of an event-sourced kind's snapshot
+// records: "<kind>" + SnapshotKindSuffix. No kind's name holds a "/".
+const SnapshotKindSuffix = "/snapshot"
 
 // EventSourcing declares how an event-sourced kind keeps its state (see
 // EventSourced). The zero values of SnapshotEvery and SnapshotVersion
@@ -129,6 +136,10 @@ func EventSourced[S proto.Message](es EventSourcing[S]) Option[S] {
 		}
 		if es.SnapshotEvery < 0 {
 			return fmt.Errorf("EventSourced: SnapshotEvery %d is negative", es.SnapshotEvery)
+		}
+		if n := len(k.name) + len(SnapshotKindSuffix); n > persistence.MaxKindLen {
+			return fmt.Errorf("EventSourced: the kind's name is too long for its snapshots' kind (%d bytes with %q, at most %d)",
+				n, SnapshotKindSuffix, persistence.MaxKindLen)
 		}
 		ek := &eventKind[S]{es: es, types: make(map[protoreflect.FullName]protoreflect.MessageType, len(es.Events))}
 		if ek.es.SnapshotEvery == 0 {
@@ -209,7 +220,15 @@ func (ek *eventKind[S]) encodeEvent(kind string, ev proto.Message) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("encoding event %s: %w", name, err)
 	}
-	return proto.Marshal(&anypb.Any{TypeUrl: string(name), Value: value})
+	// An Any: type_url (1) and value (2), as proto.Marshal would write it.
+	b := make([]byte, 0, len(name)+len(value)+2*protowire.SizeVarint(uint64(len(value)))+2)
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, string(name))
+	if len(value) > 0 {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, value)
+	}
+	return b, nil
 }
 
 // Emit records event as having happened: it folds event into c.State at
@@ -295,7 +314,9 @@ type eventState struct {
 	lastEvent   uint64 // Seq of the last event written (or on its way)
 	snapSeq     uint64 // the last event the stored snapshot covers
 	snapVersion uint32 // the stored snapshot's version
-	snapshot    []byte // the stored snapshot; immutable
+	// unsaved: the state at snapSeq is not in a snapshot record (a record
+	// of a kind that was state-based holds it): the next write stores it.
+	unsaved bool
 	// run holds the current run's events, encoded, in order.
 	run      [][]byte
 	runBytes int
@@ -317,7 +338,10 @@ type journalWrite struct {
 	// meta is EntityRecord fields 16 to 18, encoded.
 	meta         []byte
 	deleteBefore uint64
-	bytes        int // of the events' data
+	// snapshot is the Data of the entity's new snapshot record, nil when
+	// the write stores none.
+	snapshot []byte
+	bytes    int // of the events' data and the snapshot
 }
 
 // encodeJournalMeta returns EntityRecord's fields snapshot_seq,
@@ -373,15 +397,15 @@ func (e *entity) finalSnapshot() bool {
 		return false
 	}
 	es := e.es
-	es.final = es.lastEvent > es.snapSeq || es.snapVersion != es.version
+	es.final = es.lastEvent > es.snapSeq || es.snapVersion != es.version || es.unsaved
 	return es.final
 }
 
 // commitEvents is commit's write for an event-sourced entity: it writes
-// the run's events, the dedup window and fences, and the snapshot (a new
-// one when due), when anything changed. Like commit, it returns an
-// ErrTooLarge *Error after rolling the run back when the run cannot be
-// written, and another error when the entity must restart.
+// the run's events, the dedup window and fences, and a snapshot when one
+// is due, when anything changed. Like commit, it returns an ErrTooLarge
+// *Error after rolling the run back when the run cannot be written, and
+// another error when the entity must restart.
 func (e *entity) commitEvents(added int) error {
 	es := e.es
 	n := len(es.run)
@@ -394,32 +418,35 @@ func (e *entity) commitEvents(added int) error {
 		return errf(ordopb.Code_CODE_TOO_LARGE, "a run of %s emitted %d events, over BatchMaxEvents %d; nothing applied",
 			e.ref, n, e.h.cfg.BatchMaxEvents)
 	}
+	if size, ok := e.fit(len(e.fences.encoded())+es.runBytes, added); !ok {
+		e.unremember(added)
+		e.rollback()
+		return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s with the events of the run would be %d bytes at least (events %d), over MaxStateBytes %d; nothing applied",
+			e.ref, size, es.runBytes, e.h.cfg.MaxStateBytes)
+	}
 	last := es.lastEvent + uint64(n)
-	snap, snapSeq, version := es.snapshot, es.snapSeq, es.snapVersion
-	fences := len(e.fences.encoded())
-	fitted := false
-	if es.final || version != es.version || last-snapSeq >= es.every {
+	jw := journalWrite{bytes: es.runBytes}
+	snapSeq, version := es.snapSeq, es.snapVersion
+	if es.final || es.unsaved || version != es.version || last-snapSeq >= es.every {
 		state, err := e.beh.snapshot()
 		if err != nil {
 			return fmt.Errorf("encoding the state of %s for a snapshot: %w", e.ref, err)
 		}
-		if _, ok := e.fit(len(state)+fences+es.runBytes, added); ok {
-			snap, snapSeq, version, fitted = state, last, es.version, true
+		if len(state) <= e.h.cfg.MaxStateBytes {
+			snapSeq, version = last, es.version
+			jw.snapshot, err = proto.Marshal(&ordopb.EntityRecord{State: state, SnapshotSeq: snapSeq, SnapshotVersion: version})
+			if err != nil {
+				return fmt.Errorf("encoding the snapshot of %s: %w", e.ref, err)
+			}
+			jw.bytes += len(jw.snapshot)
+			es.unsaved = false
 		} else if !es.warned {
 			es.warned = true
 			e.h.log.Warn("a snapshot of the entity's state would exceed MaxStateBytes; keeping the previous one (activation replays more events)",
 				"entity", e.ref, "state_bytes", len(state), "max_state_bytes", e.h.cfg.MaxStateBytes)
 		}
 	}
-	if !fitted {
-		if size, ok := e.fit(len(snap)+fences+es.runBytes, added); !ok {
-			e.unremember(added)
-			e.rollback()
-			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s with the events of the run would be %d bytes at least (snapshot %d, events %d), over MaxStateBytes %d; nothing applied",
-				e.ref, size, len(snap), es.runBytes, e.h.cfg.MaxStateBytes)
-		}
-	}
-	jw := journalWrite{meta: encodeJournalMeta(snapSeq, last, version), bytes: es.runBytes}
+	jw.meta = encodeJournalMeta(snapSeq, last, version)
 	if n > 0 {
 		jw.events = make([]persistence.Event, n)
 		for i, data := range es.run {
@@ -429,39 +456,51 @@ func (e *entity) commitEvents(added int) error {
 	if es.deleteEvents && snapSeq > es.snapSeq {
 		jw.deleteBefore = snapSeq + 1
 	}
-	es.lastEvent, es.snapshot, es.snapSeq, es.snapVersion = last, snap, snapSeq, version
+	es.lastEvent, es.snapSeq, es.snapVersion = last, snapSeq, version
 	es.final = false
 	es.run, es.runBytes = nil, 0 // the write owns the events' data
 	es.beh.keep()
-	return e.persist(snap, jw)
+	return e.persist(nil, jw)
 }
 
 // activateEvents loads an event-sourced entity from its stored record:
-// the snapshot (unless it is of another SnapshotVersion), then the events
-// after it, read from the journal and applied in order.
+// the snapshot the record names (unless it is of another SnapshotVersion),
+// then the events after it, read from the journal and applied in order.
 func (e *entity) activateEvents(ctx context.Context, stored *ordopb.EntityRecord) error {
 	es := e.es
 	es.begin()
-	es.warned, es.final = false, false
-	es.lastEvent = stored.GetLastEvent()
-	es.snapSeq, es.snapVersion, es.snapshot = stored.GetSnapshotSeq(), stored.GetSnapshotVersion(), stored.GetState()
-	if es.snapshot == nil {
-		es.snapshot = []byte{}
-	}
+	es.warned, es.final, es.unsaved = false, false, false
+	es.lastEvent, es.snapSeq, es.snapVersion = stored.GetLastEvent(), stored.GetSnapshotSeq(), stored.GetSnapshotVersion()
+	var snap []byte
 	switch {
 	case es.snapSeq > es.lastEvent:
-		return errf(ordopb.Code_CODE_INTERNAL, "the record of %s has a snapshot as of event %d but its journal ends at %d",
+		return errf(ordopb.Code_CODE_INTERNAL, "the record of %s names a snapshot as of event %d but its journal ends at %d",
 			e.ref, es.snapSeq, es.lastEvent)
 	case es.snapVersion == 0 && es.lastEvent != 0:
 		return errf(ordopb.Code_CODE_INTERNAL, "the record of %s has events up to %d but no snapshot version", e.ref, es.lastEvent)
 	case es.snapVersion == 0:
 		// Never written as event-sourced: a new entity, or the record of a
 		// kind that was state-based, whose state is the snapshot at 0.
-		es.snapVersion = es.version
+		snap, es.snapVersion = stored.GetState(), es.version
+		es.unsaved = len(snap) > 0
+	case es.snapSeq > 0 && es.snapVersion == es.version:
+		rec, err := e.h.loader.load(ctx, e.ref.Kind+SnapshotKindSuffix, e.ref.ID)
+		if err != nil {
+			return errf(ordopb.Code_CODE_UNAVAILABLE, "loading the snapshot of %s: %v", e.ref, err)
+		}
+		var sr ordopb.EntityRecord
+		if err := proto.Unmarshal(rec.Data, &sr); err != nil {
+			return errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot record of %s: %v", e.ref, err)
+		}
+		if sr.GetSnapshotSeq() != es.snapSeq || sr.GetSnapshotVersion() != es.snapVersion {
+			return errf(ordopb.Code_CODE_INTERNAL, "the snapshot of %s is as of event %d (version %d), its record names event %d (version %d)",
+				e.ref, sr.GetSnapshotSeq(), sr.GetSnapshotVersion(), es.snapSeq, es.snapVersion)
+		}
+		snap = sr.GetState()
 	}
-	snap, from := es.snapshot, es.snapSeq+1
+	from := es.snapSeq + 1
 	if es.snapVersion != es.version {
-		snap, from = nil, 1 // rebuilt from the journal; the next write stores a new snapshot
+		from = 1 // rebuilt from the journal; the next write stores a new snapshot
 	}
 	if err := e.beh.load(snap); err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot of %s (as of event %d): %v", e.ref, es.snapSeq, err)

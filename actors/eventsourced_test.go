@@ -39,6 +39,7 @@ func (ec *esCounter) apply(s *testpb.Counter, ev proto.Message) error {
 	switch ev := ev.(type) {
 	case *testpb.Added:
 		s.Value += ev.Delta
+		s.Ballast = append(s.Ballast, ev.Ballast...)
 	case *testpb.Reset:
 		s.Value = 0
 	default:
@@ -254,8 +255,14 @@ func TestEventSourcedSnapshotAndReplayAfterKill(t *testing.T) {
 	require.EqualValues(t, 20, rec.SnapshotSeq)
 	require.EqualValues(t, 25, rec.LastEvent)
 	require.EqualValues(t, 1, rec.SnapshotVersion)
+	require.Empty(t, rec.State, "the record holds no state")
+	srec, err := store.Load(context.Background(), "counter"+actors.SnapshotKindSuffix, "k")
+	require.NoError(t, err)
+	var sr ordopb.EntityRecord
+	require.NoError(t, proto.Unmarshal(srec.Data, &sr))
+	require.EqualValues(t, 20, sr.SnapshotSeq)
 	var snap testpb.Counter
-	require.NoError(t, proto.Unmarshal(rec.State, &snap))
+	require.NoError(t, proto.Unmarshal(sr.State, &snap))
 	require.EqualValues(t, 20*21/2, snap.Value, "the snapshot is the state as of event 20")
 
 	before := ec.applies.Load()
@@ -561,6 +568,47 @@ func TestStateBasedKindBecomesEventSourced(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 43, v)
 	require.Len(t, journal(t, store, kind, "m"), 1)
+	kill(t, h2)
+	rec := record(t, store, "m")
+	require.EqualValues(t, 1, rec.SnapshotSeq, "the first write stored the adopted state as a snapshot")
+	h3 := esHost(t, store, 3, nil, kind)
+	v, err = esGet(ctx, h3, "m")
+	require.NoError(t, err)
+	require.EqualValues(t, 43, v)
+}
+
+// A state over MaxStateBytes is not snapshotted (a warning says so): the
+// entity goes on, and its activation replays from the last snapshot.
+func TestEventSourcedSnapshotOverMaxStateBytes(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	var ec esCounter
+	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{SnapshotEvery: 1})
+	logs := testutil.NewRecorder()
+	h1 := esHost(t, store, 1, func(c *actors.HostConfig) {
+		c.MaxStateBytes = 1000
+		c.Logger = slog.New(logs)
+	}, kind)
+	ctx := testCtx(t)
+	for range 4 {
+		_, err := actors.Call[*testpb.Value](ctx, h1, ref("big"), &testpb.Add{Delta: 1, Ballast: 400})
+		require.NoError(t, err)
+	}
+	kill(t, h1)
+	rec := record(t, store, "big")
+	require.EqualValues(t, 2, rec.SnapshotSeq, "the last snapshot under 1000 bytes")
+	require.EqualValues(t, 4, rec.LastEvent)
+	warned := 0
+	for _, line := range logs.Above(slog.LevelInfo) {
+		if strings.Contains(line, "exceed MaxStateBytes") {
+			warned++
+		}
+	}
+	require.Equal(t, 1, warned, "warned once per activation")
+	h2 := esHost(t, store, 2, nil, kind)
+	v, err := esGet(ctx, h2, "big")
+	require.NoError(t, err)
+	require.EqualValues(t, 4, v)
 }
 
 // eventCountingStore records, for each Save, the events of each shard's group
@@ -801,4 +849,29 @@ func TestEventSourcedSequenceErrorDropsShard(t *testing.T) {
 		logged = logged || strings.Contains(line, "out of sequence")
 	}
 	require.True(t, logged, "the refusal is logged as an error")
+}
+
+// A stored event is a google.protobuf.Any whose type URL is the event's
+// full name and whose value is the event, deterministic.
+func TestEventSourcedEventEncoding(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	var ec esCounter
+	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{})
+	h := esHost(t, store, 1, nil, kind)
+	ctx := testCtx(t)
+	_, err := esAdd(ctx, h, "enc", 7)
+	require.NoError(t, err)
+	_, err = esAdd(ctx, h, "enc", 0)
+	require.NoError(t, err)
+	evs, err := store.ReadEvents(ctx, "counter", "enc", 1, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	for i, ev := range []proto.Message{&testpb.Added{Delta: 7, Ballast: []byte{}}, &testpb.Reset{}} {
+		value, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+		require.NoError(t, err)
+		want, err := proto.Marshal(&anypb.Any{TypeUrl: string(ev.ProtoReflect().Descriptor().FullName()), Value: value})
+		require.NoError(t, err)
+		require.Equal(t, want, evs[i].Data, "event %d", i+1)
+	}
 }

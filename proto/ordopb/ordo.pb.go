@@ -549,8 +549,8 @@ type EntityRecord struct {
 	// per shard.
 	SenderShards []uint32 `protobuf:"varint,5,rep,packed,name=sender_shards,json=senderShards,proto3" json:"sender_shards,omitempty"`
 	SenderEpochs []int64  `protobuf:"varint,6,rep,packed,name=sender_epochs,json=senderEpochs,proto3" json:"sender_epochs,omitempty"`
-	// The last event the snapshot covers (0: none, the state is the empty
-	// state or, in a record a state-based kind wrote, the whole state).
+	// The last event the snapshot covers (0: none; the snapshot is the empty
+	// state, or, in a record a state-based kind wrote, its state field).
 	SnapshotSeq uint64 `protobuf:"varint,16,opt,name=snapshot_seq,json=snapshotSeq,proto3" json:"snapshot_seq,omitempty"`
 	// The Seq of the entity's last event: its journal ends there.
 	LastEvent uint64 `protobuf:"varint,17,opt,name=last_event,json=lastEvent,proto3" json:"last_event,omitempty"`

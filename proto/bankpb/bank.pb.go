@@ -96,7 +96,7 @@ func (TransferStatus) EnumDescriptor() ([]byte, []int) {
 	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{0}
 }
 
-// Account is the state of one account entity.
+// Account is the state of one account entity, the fold of its events.
 type Account struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Opened bool                   `protobuf:"varint,1,opt,name=opened,proto3" json:"opened,omitempty"`
@@ -442,9 +442,12 @@ func (x *Debit) GetAmount() int64 {
 
 // Credit is a transfer saga's second money step (or its refund).
 type Credit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
-	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TransferId string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount     int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// Set on a refund: the transfer it refunds (transfer_id is then the
+	// refund's own ID, "<transfer ID>:refund").
+	RefundOf      string `protobuf:"bytes,3,opt,name=refund_of,json=refundOf,proto3" json:"refund_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +494,13 @@ func (x *Credit) GetAmount() int64 {
 		return x.Amount
 	}
 	return 0
+}
+
+func (x *Credit) GetRefundOf() string {
+	if x != nil {
+		return x.RefundOf
+	}
+	return ""
 }
 
 // CheckOpen asks whether the account is open (a transfer checks its
@@ -878,6 +888,357 @@ func (x *TransferState) GetError() string {
 	return ""
 }
 
+// Opened opens the account with its initial balance.
+type Opened struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Initial       int64                  `protobuf:"varint,1,opt,name=initial,proto3" json:"initial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Opened) Reset() {
+	*x = Opened{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Opened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Opened) ProtoMessage() {}
+
+func (x *Opened) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Opened.ProtoReflect.Descriptor instead.
+func (*Opened) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Opened) GetInitial() int64 {
+	if x != nil {
+		return x.Initial
+	}
+	return 0
+}
+
+// Deposited adds amount.
+type Deposited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Amount        int64                  `protobuf:"varint,1,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deposited) Reset() {
+	*x = Deposited{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deposited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deposited) ProtoMessage() {}
+
+func (x *Deposited) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deposited.ProtoReflect.Descriptor instead.
+func (*Deposited) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Deposited) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+// Withdrawn removes amount.
+type Withdrawn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Amount        int64                  `protobuf:"varint,1,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Withdrawn) Reset() {
+	*x = Withdrawn{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Withdrawn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Withdrawn) ProtoMessage() {}
+
+func (x *Withdrawn) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Withdrawn.ProtoReflect.Descriptor instead.
+func (*Withdrawn) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Withdrawn) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+// Debited removes amount for transfer transfer_id, remembered (debits)
+// until the transfer is forgotten.
+type Debited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Debited) Reset() {
+	*x = Debited{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Debited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Debited) ProtoMessage() {}
+
+func (x *Debited) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Debited.ProtoReflect.Descriptor instead.
+func (*Debited) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Debited) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *Debited) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+// Credited adds amount for transfer transfer_id, remembered (credits)
+// until the transfer is forgotten.
+type Credited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Credited) Reset() {
+	*x = Credited{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Credited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Credited) ProtoMessage() {}
+
+func (x *Credited) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Credited.ProtoReflect.Descriptor instead.
+func (*Credited) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Credited) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *Credited) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+// Refunded adds back amount, debited by transfer transfer_id, whose credit
+// could never succeed; remembered (credits) under refund_id until the
+// refund is forgotten.
+type Refunded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	RefundId      string                 `protobuf:"bytes,3,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refunded) Reset() {
+	*x = Refunded{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refunded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refunded) ProtoMessage() {}
+
+func (x *Refunded) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refunded.ProtoReflect.Descriptor instead.
+func (*Refunded) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Refunded) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *Refunded) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *Refunded) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
+// Forgotten drops a finished transfer (or refund) from debits and credits.
+type Forgotten struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Forgotten) Reset() {
+	*x = Forgotten{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Forgotten) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Forgotten) ProtoMessage() {}
+
+func (x *Forgotten) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Forgotten.ProtoReflect.Descriptor instead.
+func (*Forgotten) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Forgotten) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
 var File_proto_bankpb_bank_proto protoreflect.FileDescriptor
 
 const file_proto_bankpb_bank_proto_rawDesc = "" +
@@ -907,11 +1268,12 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x05Debit\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x03R\x06amount\"A\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\"^\n" +
 	"\x06Credit\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x03R\x06amount\"\v\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x1b\n" +
+	"\trefund_of\x18\x03 \x01(\tR\brefundOf\"\v\n" +
 	"\tCheckOpen\")\n" +
 	"\x06Forget\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
@@ -934,7 +1296,29 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\x124\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1c.ordo.bank.v1.TransferStatusR\x06status\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error*\x8c\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\"\n" +
+	"\x06Opened\x12\x18\n" +
+	"\ainitial\x18\x01 \x01(\x03R\ainitial\"#\n" +
+	"\tDeposited\x12\x16\n" +
+	"\x06amount\x18\x01 \x01(\x03R\x06amount\"#\n" +
+	"\tWithdrawn\x12\x16\n" +
+	"\x06amount\x18\x01 \x01(\x03R\x06amount\"B\n" +
+	"\aDebited\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\"C\n" +
+	"\bCredited\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\"`\n" +
+	"\bRefunded\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x1b\n" +
+	"\trefund_id\x18\x03 \x01(\tR\brefundId\",\n" +
+	"\tForgotten\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId*\x8c\x02\n" +
 	"\x0eTransferStatus\x12\x1f\n" +
 	"\x1bTRANSFER_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRANSFER_STATUS_CHECKING\x10\x01\x12\x1c\n" +
@@ -975,7 +1359,7 @@ func file_proto_bankpb_bank_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_bankpb_bank_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_proto_bankpb_bank_proto_goTypes = []any{
 	(TransferStatus)(0),    // 0: ordo.bank.v1.TransferStatus
 	(*Account)(nil),        // 1: ordo.bank.v1.Account
@@ -993,12 +1377,19 @@ var file_proto_bankpb_bank_proto_goTypes = []any{
 	(*GetTransfer)(nil),    // 13: ordo.bank.v1.GetTransfer
 	(*RetryStep)(nil),      // 14: ordo.bank.v1.RetryStep
 	(*TransferState)(nil),  // 15: ordo.bank.v1.TransferState
-	nil,                    // 16: ordo.bank.v1.Account.DebitsEntry
-	nil,                    // 17: ordo.bank.v1.Account.CreditsEntry
+	(*Opened)(nil),         // 16: ordo.bank.v1.Opened
+	(*Deposited)(nil),      // 17: ordo.bank.v1.Deposited
+	(*Withdrawn)(nil),      // 18: ordo.bank.v1.Withdrawn
+	(*Debited)(nil),        // 19: ordo.bank.v1.Debited
+	(*Credited)(nil),       // 20: ordo.bank.v1.Credited
+	(*Refunded)(nil),       // 21: ordo.bank.v1.Refunded
+	(*Forgotten)(nil),      // 22: ordo.bank.v1.Forgotten
+	nil,                    // 23: ordo.bank.v1.Account.DebitsEntry
+	nil,                    // 24: ordo.bank.v1.Account.CreditsEntry
 }
 var file_proto_bankpb_bank_proto_depIdxs = []int32{
-	16, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
-	17, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
+	23, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
+	24, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
 	0,  // 2: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
 	0,  // 3: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
 	2,  // 4: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
@@ -1041,7 +1432,7 @@ func file_proto_bankpb_bank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_bankpb_bank_proto_rawDesc), len(file_proto_bankpb_bank_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,7 +27,9 @@ const AccountServiceKindName = "account"
 // caller's typed view of the kind; the entity's ID comes with each call.
 //
 // AccountService is the account entity kind: its state is Account, and an
-// account is named by its account name.
+// account is named by its account name. Accounts are event-sourced
+// (actors.EventSourced): their handlers emit account events (Opened,
+// Debited, Credited, ...), the account's history and its statement.
 type AccountServiceClient struct {
 	inv actors.Invoker
 }
@@ -89,7 +91,9 @@ func (c AccountServiceClient) Forget(ctx context.Context, id string, req *Forget
 // NewAccountServiceKind turns an implementation into the kind's handlers.
 //
 // AccountService is the account entity kind: its state is Account, and an
-// account is named by its account name.
+// account is named by its account name. Accounts are event-sourced
+// (actors.EventSourced): their handlers emit account events (Opened,
+// Debited, Credited, ...), the account's history and its statement.
 type AccountServiceServer[S proto.Message] interface {
 	// Open handles Open requests. A write handler (actors.On).
 	Open(c *actors.Context[S], req *Open) (*Balance, error)
@@ -181,7 +185,9 @@ func MustAccountServiceKind[S proto.Message](newState func() S, srv AccountServi
 // message.
 //
 // AccountService is the account entity kind: its state is Account, and an
-// account is named by its account name.
+// account is named by its account name. Accounts are event-sourced
+// (actors.EventSourced): their handlers emit account events (Opened,
+// Debited, Credited, ...), the account's history and its statement.
 type AccountServiceRequester[S proto.Message] struct{}
 
 // Open sends req to entity id and later runs then with the reply or the error.

@@ -13,11 +13,21 @@
 // (unknown destination) is compensated by a refund to the source.
 // Submitting the same transfer again never applies it twice; the submit
 // call is answered with the saga's outcome (a deferred reply).
+//
+// Accounts are event-sourced (actors.EventSourced): each handler checks
+// its request against the account's state and emits what happened
+// (bankpb.Opened, Debited, Credited, Refunded, ...), which ApplyAccount
+// folds into the state. The events are the account's history: a
+// projection of the account journal (Statements) turns them into each
+// account's statement, with running balances.
 package ledger
 
 import (
+	"fmt"
+
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/bankpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Handler error codes.
@@ -32,11 +42,56 @@ const (
 
 type accountCtx = actors.Context[*bankpb.Account]
 
-// Account is the account kind (bankpb.AccountService). The state type is
-// spelled out: Go does not infer it from accounts{} in a package-level
-// declaration placed before the type's methods (golang/go#77905).
+// Account is the account kind (bankpb.AccountService), event-sourced. The
+// state type is spelled out: Go does not infer it from accounts{} in a
+// package-level declaration placed before the type's methods
+// (golang/go#77905).
 var Account = bankpb.MustAccountServiceKind[*bankpb.Account](
-	func() *bankpb.Account { return new(bankpb.Account) }, accounts{})
+	func() *bankpb.Account { return new(bankpb.Account) }, accounts{},
+	actors.EventSourced(actors.EventSourcing[*bankpb.Account]{
+		Events: AccountEvents,
+		Apply:  ApplyAccount,
+	}))
+
+// AccountEvents are the account kind's event types.
+var AccountEvents = []proto.Message{(*bankpb.Opened)(nil), (*bankpb.Deposited)(nil), (*bankpb.Withdrawn)(nil),
+	(*bankpb.Debited)(nil), (*bankpb.Credited)(nil), (*bankpb.Refunded)(nil), (*bankpb.Forgotten)(nil)}
+
+// ApplyAccount folds one account event into the account's state.
+func ApplyAccount(a *bankpb.Account, ev proto.Message) error {
+	switch ev := ev.(type) {
+	case *bankpb.Opened:
+		a.Opened, a.Balance = true, ev.Initial
+	case *bankpb.Deposited:
+		a.Balance += ev.Amount
+	case *bankpb.Withdrawn:
+		a.Balance -= ev.Amount
+	case *bankpb.Debited:
+		a.Balance -= ev.Amount
+		if a.Debits == nil {
+			a.Debits = make(map[string]int64)
+		}
+		a.Debits[ev.TransferId] = ev.Amount
+	case *bankpb.Credited:
+		a.Balance += ev.Amount
+		if a.Credits == nil {
+			a.Credits = make(map[string]int64)
+		}
+		a.Credits[ev.TransferId] = ev.Amount
+	case *bankpb.Refunded:
+		a.Balance += ev.Amount
+		if a.Credits == nil {
+			a.Credits = make(map[string]int64)
+		}
+		a.Credits[ev.RefundId] = ev.Amount
+	case *bankpb.Forgotten:
+		delete(a.Debits, ev.TransferId)
+		delete(a.Credits, ev.TransferId)
+	default:
+		return fmt.Errorf("ledger: unexpected account event %T", ev)
+	}
+	return nil
+}
 
 // accounts is the account kind's handlers.
 type accounts struct{}
@@ -48,8 +103,7 @@ func (accounts) Open(c *accountCtx, m *bankpb.Open) (*bankpb.Balance, error) {
 		return nil, actors.HandlerError(CodeInvalidAmount, "initial balance %d is negative", m.Initial)
 	}
 	if !c.State.Opened {
-		c.State.Opened = true
-		c.State.Balance = m.Initial
+		c.Emit(&bankpb.Opened{Initial: m.Initial})
 	}
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
@@ -58,7 +112,7 @@ func (accounts) Deposit(c *accountCtx, m *bankpb.Deposit) (*bankpb.Balance, erro
 	if err := checkAccount(c, m.Amount); err != nil {
 		return nil, err
 	}
-	c.State.Balance += m.Amount
+	c.Emit(&bankpb.Deposited{Amount: m.Amount})
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
@@ -69,7 +123,7 @@ func (accounts) Withdraw(c *accountCtx, m *bankpb.Withdraw) (*bankpb.Balance, er
 	if c.State.Balance < m.Amount {
 		return nil, actors.HandlerError(CodeInsufficientFunds, "balance %d < %d", c.State.Balance, m.Amount)
 	}
-	c.State.Balance -= m.Amount
+	c.Emit(&bankpb.Withdrawn{Amount: m.Amount})
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
@@ -97,11 +151,7 @@ func (accounts) Debit(c *accountCtx, m *bankpb.Debit) (*bankpb.Balance, error) {
 	if c.State.Balance < m.Amount {
 		return nil, actors.HandlerError(CodeInsufficientFunds, "balance %d < %d", c.State.Balance, m.Amount)
 	}
-	c.State.Balance -= m.Amount
-	if c.State.Debits == nil {
-		c.State.Debits = make(map[string]int64)
-	}
-	c.State.Debits[m.TransferId] = m.Amount
+	c.Emit(&bankpb.Debited{TransferId: m.TransferId, Amount: m.Amount})
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
@@ -112,17 +162,20 @@ func (accounts) Credit(c *accountCtx, m *bankpb.Credit) (*bankpb.Balance, error)
 	if err := checkAccount(c, m.Amount); err != nil {
 		return nil, err
 	}
-	c.State.Balance += m.Amount
-	if c.State.Credits == nil {
-		c.State.Credits = make(map[string]int64)
+	if m.RefundOf != "" {
+		c.Emit(&bankpb.Refunded{TransferId: m.RefundOf, Amount: m.Amount, RefundId: m.TransferId})
+	} else {
+		c.Emit(&bankpb.Credited{TransferId: m.TransferId, Amount: m.Amount})
 	}
-	c.State.Credits[m.TransferId] = m.Amount
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
 func (accounts) Forget(c *accountCtx, m *bankpb.Forget) (*bankpb.Balance, error) {
-	delete(c.State.Debits, m.TransferId)
-	delete(c.State.Credits, m.TransferId)
+	_, debited := c.State.Debits[m.TransferId]
+	_, credited := c.State.Credits[m.TransferId]
+	if debited || credited {
+		c.Emit(&bankpb.Forgotten{TransferId: m.TransferId})
+	}
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 

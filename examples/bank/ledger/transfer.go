@@ -104,7 +104,7 @@ func step(c *transferCtx) {
 		forget(c)
 	case compensating:
 		id := transferID(c)
-		toAccount.Credit(c, c.State.From, &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount},
+		toAccount.Credit(c, c.State.From, &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount, RefundOf: id},
 			id+":refund", afterRefund)
 	}
 }

@@ -1,0 +1,106 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/stretchr/testify/require"
+)
+
+// Statements built by a projection of the account journal: every money
+// event with its running balance, which ends at the account's balance;
+// delivered again, nothing changes; resumed, only what is new is added.
+func TestStatements(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 16
+	h, err := actors.NewHost(cfg, store, ledger.Account, ledger.Transfer)
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	for s := range uint32(cfg.Shards) {
+		require.NoError(t, h.Own(s, 1))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, h.Shutdown(ctx))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open(t, h, "a", 100)
+	open(t, h, "b", 0)
+	open(t, h, "a", 100) // again: no event
+	for _, c := range []struct {
+		id, to string
+		amount int64
+		status bankpb.TransferStatus
+	}{
+		{"t1", "b", 30, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED},
+		{"t2", "b", 1000, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED},
+		{"t3", "nobody", 10, bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED},
+	} {
+		st, err := ledger.SubmitAndWait(ctx, h, c.id, "a", c.to, c.amount)
+		require.NoError(t, err)
+		require.Equal(t, c.status, st.Status, c.id)
+	}
+	accounts := bankpb.NewAccountServiceClient(h)
+	_, err = accounts.Deposit(ctx, "a", &bankpb.Deposit{Amount: 5})
+	require.NoError(t, err)
+	_, err = accounts.Withdraw(ctx, "b", &bankpb.Withdraw{Amount: 10})
+	require.NoError(t, err)
+
+	want := map[string][]ledger.Line{
+		"a": {
+			{Type: ledger.LineOpened, Amount: 100, Balance: 100},
+			{Type: ledger.LineDebit, TransferID: "t1", Amount: -30, Balance: 70},
+			{Type: ledger.LineDebit, TransferID: "t3", Amount: -10, Balance: 60},
+			{Type: ledger.LineRefund, TransferID: "t3", Amount: 10, Balance: 70},
+			{Type: ledger.LineDeposit, Amount: 5, Balance: 75},
+		},
+		"b": {
+			{Type: ledger.LineOpened, Amount: 0, Balance: 0},
+			{Type: ledger.LineCredit, TransferID: "t1", Amount: 30, Balance: 30},
+			{Type: ledger.LineWithdrawal, Amount: -10, Balance: 20},
+		},
+	}
+	lines := func(s *ledger.Statements, id string) []ledger.Line {
+		out := s.Statement(id)
+		for i := range out {
+			require.NotZero(t, out[i].Seq)
+			if i > 0 {
+				require.Greater(t, out[i].Seq, out[i-1].Seq)
+			}
+			out[i].Seq = 0
+		}
+		return out
+	}
+	offsets := &actors.MemoryOffsets{}
+	all, err := ledger.BuildStatements(ctx, store, "", nil, offsets)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, all.Accounts())
+	for id, w := range want {
+		require.Equal(t, w, lines(all, id), id)
+		require.Equal(t, balance(t, h, id), w[len(w)-1].Balance, id)
+		one, err := ledger.BuildStatements(ctx, store, id, nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, w, lines(one, id), "%s alone", id)
+	}
+
+	// The same events again (a projection from the start): no change.
+	again, err := ledger.BuildStatements(ctx, store, "", all, &actors.MemoryOffsets{})
+	require.NoError(t, err)
+	require.Equal(t, want["a"], lines(again, "a"))
+
+	// Resumed from the stored offset: only the new events.
+	_, err = accounts.Deposit(ctx, "b", &bankpb.Deposit{Amount: 1})
+	require.NoError(t, err)
+	resumed, err := ledger.BuildStatements(ctx, store, "", all, offsets)
+	require.NoError(t, err)
+	require.Equal(t, append(want["b"], ledger.Line{Type: ledger.LineDeposit, Amount: 1, Balance: 21}), lines(resumed, "b"))
+}

@@ -25,6 +25,7 @@ const (
 	InvExactlyOnce  = "exactly_once"
 	InvNonNegative  = "non_negative"
 	InvLinearizable = "linearizable"
+	InvStatements   = "statements"
 )
 
 // Input is everything Check needs. It is read, never modified.
@@ -50,6 +51,11 @@ type Input struct {
 	// VisualizationPath, when not empty, is where the porcupine HTML
 	// visualisation is written if the history is not linearizable.
 	VisualizationPath string
+	// Statements holds the statement of every account, by account name:
+	// its money events with running balances, as the bank's journal
+	// records them, read after the run and after resolving (see
+	// Entry). When nil, the statements invariant is skipped.
+	Statements map[string][]Entry
 }
 
 // transfer is a valid transfer op with its final outcome.
@@ -83,7 +89,7 @@ func Check(in Input) Report {
 		InitialBalance: in.InitialBalance,
 		Counts:         map[history.Kind]map[history.Outcome]int{},
 	}
-	for _, name := range []string{InvHistory, InvConservation, InvExactlyOnce, InvNonNegative, InvLinearizable} {
+	for _, name := range []string{InvHistory, InvConservation, InvExactlyOnce, InvNonNegative, InvLinearizable, InvStatements} {
 		c.report.Invariants = append(c.report.Invariants, Invariant{Name: name, Status: StatusPass})
 	}
 	for i := range c.report.Invariants {
@@ -91,6 +97,7 @@ func Check(in Input) Report {
 	}
 	c.collect()
 	c.checkFinal()
+	c.checkStatements()
 	nn := c.invariants[InvNonNegative]
 	nn.Details = fmt.Sprintf("%d final balances and %d ok reads", len(c.in.Final), len(c.reads))
 	c.checkLinearizable()

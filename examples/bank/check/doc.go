@@ -5,7 +5,7 @@
 //
 // # Invariants
 //
-// Check reports five invariants, each pass, fail, unknown or skipped:
+// Check reports six invariants, each pass, fail, unknown or skipped:
 //
 //   - history: every op is well formed, transfer IDs are unique, every
 //     unknown transfer was resolved, ok ops name existing accounts and the
@@ -17,7 +17,15 @@
 //   - non_negative: no final balance and no balance read is negative;
 //   - linearizable: per account, the debits, credits, rejections and reads
 //     fit one sequential order consistent with their real-time intervals
-//     (checked with porcupine).
+//     (checked with porcupine);
+//   - statements: every account's statement (the money events of its
+//     journal, Input.Statements) opens once with the initial balance, its
+//     running balances add up, never go negative and end at the account's
+//     final balance, and every transfer with a final outcome appears as
+//     that outcome says: an ok one exactly once as a debit of its source
+//     and once as a credit of its destination, a rejected one not at all,
+//     or (compensated) as one debit and one refund of its source; no entry
+//     names a transfer the history does not hold.
 //
 // # Unknown outcomes
 //

@@ -375,19 +375,24 @@ func runWorkload(ctx context.Context, inv actors.Invoker, wl workload.Config, re
 
 func newCheckCmd() *cobra.Command {
 	var (
-		cf         clientFlags
-		accounts   int
-		balance    int64
-		histPath   string
-		reportPath string
-		linTimeout time.Duration
-		resolveFor time.Duration
+		cf           clientFlags
+		sf           storeFlags
+		noStatements bool
+		accounts     int
+		balance      int64
+		histPath     string
+		reportPath   string
+		linTimeout   time.Duration
+		resolveFor   time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "check --etcd E --accounts N --balance B --history FILE [--report FILE]",
-		Short: "Resolve unknown transfers, read every balance and check the history; exit 1 on a violation",
+		Use:   "check --etcd E --accounts N --balance B --history FILE [--report FILE] [--store etcd|postgres]",
+		Short: "Resolve unknown transfers, read every balance and statement and check the history; exit 1 on a violation",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cf.validate(); err != nil {
+				return err
+			}
+			if err := sf.validate(); err != nil {
 				return err
 			}
 			if err := checkAccounts(accounts); err != nil {
@@ -417,8 +422,17 @@ func newCheckCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), resolveFor)
 			defer cancel()
-			rep, err := workload.Verify(ctx, c, ops, workload.VerifyConfig{Accounts: accounts, InitialBalance: balance,
-				Attempt: cf.timeout, LinTimeout: linTimeout, VisualizationPath: viz})
+			vcfg := workload.VerifyConfig{Accounts: accounts, InitialBalance: balance,
+				Attempt: cf.timeout, LinTimeout: linTimeout, VisualizationPath: viz}
+			if !noStatements {
+				j, closeJ, err := sf.openJournal(ctx, &cf)
+				if err != nil {
+					return err
+				}
+				defer closeJ()
+				vcfg.Journal = j
+			}
+			rep, err := workload.Verify(ctx, c, ops, vcfg)
 			if err != nil {
 				return err
 			}
@@ -426,6 +440,8 @@ func newCheckCmd() *cobra.Command {
 		},
 	}
 	cf.register(cmd.Flags())
+	sf.register(cmd.Flags())
+	cmd.Flags().BoolVar(&noStatements, "no-statements", false, "do not read the accounts' statements from the store (the statements invariant is skipped)")
 	cmd.Flags().IntVar(&accounts, "accounts", 0, "number of accounts the bank was opened with (required)")
 	cmd.Flags().Int64Var(&balance, "balance", 1000, "initial balance of each account")
 	cmd.Flags().StringVar(&histPath, "history", "", "history file written by bank load (required)")

@@ -17,6 +17,7 @@ import (
 	"github.com/ordo-actors/ordo/examples/bank/inproc"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/examples/bank/workload"
+	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -76,9 +77,11 @@ func newDemoCmd() *cobra.Command {
 accounts, runs transfers from concurrent clients with Zipf-skewed account
 choice, crashes one node midway (no drain, no lease revocation) and restarts
 it under the same ID, then resolves the transfers whose outcome the clients
-never learned, reads every balance and checks the history: conservation,
-exactly-once, no negative balance, per-account linearizability. It exits 0
-only if every invariant holds.`,
+never learned, reads every balance and every account's statement (the
+events of its journal) and checks the history: conservation, exactly-once,
+no negative balance, per-account linearizability, statements that add up to
+the balances and hold every transfer as its outcome says. It prints the
+hottest account's statement, and exits 0 only if every invariant holds.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
@@ -262,9 +265,22 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	vctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	rep, err := workload.Verify(vctx, cl.Client(), ops, workload.VerifyConfig{Accounts: o.wl.Accounts,
-		InitialBalance: o.balance, LinTimeout: 15 * time.Second, VisualizationPath: os.TempDir() + "/bank-demo-porcupine.html"})
+		InitialBalance: o.balance, LinTimeout: 15 * time.Second, VisualizationPath: os.TempDir() + "/bank-demo-porcupine.html",
+		Journal: cl.Journal()})
 	if err != nil {
 		return err
+	}
+	// The statement of the hottest account (Zipf: acct-000000).
+	hot := history.AccountName(0)
+	if b, err := bankpb.NewAccountServiceClient(cl.Client()).GetBalance(vctx, hot, &bankpb.GetBalance{}); err != nil {
+		return fmt.Errorf("balance of %s: %w", hot, err)
+	} else if s, err := ledger.BuildStatements(vctx, cl.Journal(), hot, nil, nil); err != nil {
+		return fmt.Errorf("statement of %s: %w", hot, err)
+	} else {
+		fmt.Fprintf(stdout, "\nSTATEMENT of %s (bank statement --account %s --limit 8)\n", hot, hot)
+		if err := printStatement(stdout, statementOut(hot, b.Amount, s.Statement(hot), 8)); err != nil {
+			return err
+		}
 	}
 	printSummary(stdout, o, st, fo, rep, time.Since(wall))
 	if !rep.OK() {

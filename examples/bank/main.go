@@ -6,6 +6,7 @@
 //	go run ./examples/bank certs …          # a CA and the certificates of a cluster's mutual TLS
 //	go run ./examples/bank node …           # one ordo node
 //	go run ./examples/bank open|transfer|balance|transfer-status …
+//	go run ./examples/bank statement …      # an account's events with running balances
 //	go run ./examples/bank load …           # the workload, writing a history
 //	go run ./examples/bank check …          # resolve, read balances, check the history
 //	go run ./examples/bank bench …          # the lock lab with ordo as one more approach
@@ -119,7 +120,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemoCmd(), newEtcdCmd(), newCertsCmd(), newNodeCmd(), newOpenCmd(), newTransferCmd(), newBalanceCmd(),
-		newTransferStatusCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd())
+		newTransferStatusCmd(), newStatementCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd())
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = noArgs

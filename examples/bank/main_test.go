@@ -88,6 +88,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"load", "--insecure", "--etcd", "e", "--accounts", "10"}, "--history is required"},
 		{[]string{"load", "--insecure", "--etcd", "e", "--history", "h", "--concurrency", "0"}, "concurrency"},
 		{[]string{"check", "--insecure", "--etcd", "e", "--accounts", "10"}, "--history is required"},
+		{[]string{"check", "--insecure", "--etcd", "e", "--accounts", "10", "--history", "h", "--store", "redis"}, `--store "redis"`},
+		{[]string{"check", "--insecure", "--etcd", "e", "--accounts", "10", "--history", "h", "--store", "postgres"}, "needs --pg"},
+		{[]string{"statement", "--insecure", "--etcd", "e"}, "--account"},
+		{[]string{"statement", "--insecure", "--etcd", "e", "--account", "acct-000001", "--limit", "-1"}, "--limit -1"},
+		{[]string{"statement", "--insecure", "--etcd", "e", "--account", "acct-000001", "-o", "xml"}, `--output "xml"`},
+		{[]string{"statement", "--insecure", "--etcd", "e", "--account", "acct-000001", "--store", "postgres"}, "needs --pg"},
+		{[]string{"statement", "--etcd", "e", "--account", "acct-000001"}, "or --insecure (plaintext) is required"},
 		{[]string{"node", "--id", "n1", "--etcd", "http://127.0.0.1:1"}, "or --insecure (plaintext) is required"},
 		{[]string{"balance", "--etcd", "e", "--account", "acct-000001"}, "or --insecure (plaintext) is required"},
 		{[]string{"open", "--etcd", "e", "--accounts", "1", "--tls-ca", "ca.pem"}, "--tls-ca, --tls-cert and --tls-key go together"},
@@ -241,10 +248,41 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		OK bool `json:"ok"`
+		OK         bool `json:"ok"`
+		Invariants []struct {
+			Name, Status string
+		} `json:"invariants"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil || !rep.OK {
 		t.Fatalf("report not ok (%v):\n%s", err, b)
+	}
+	if i := slices.IndexFunc(rep.Invariants, func(inv struct{ Name, Status string }) bool { return inv.Name == "statements" }); i < 0 ||
+		rep.Invariants[i].Status != "pass" {
+		t.Fatalf("the statements were not checked:\n%s", b)
+	}
+
+	// An account's statement, from its journal, ends at its balance.
+	code, out, stderr = runCLI(t, ctx, append([]string{"statement", "--account", "acct-000000", "--limit", "3", "-o", "json"}, common...)...)
+	if code != exitOK {
+		t.Fatalf("statement: exit %d\n%s%s", code, out, stderr)
+	}
+	var st struct {
+		Balance          int64 `json:"balance"`
+		StatementBalance int64 `json:"statement_balance"`
+		Lines            int   `json:"lines"`
+		Shown            []struct {
+			Seq     uint64 `json:"seq"`
+			Type    string `json:"type"`
+			Balance int64  `json:"balance"`
+		} `json:"shown"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Lines < 2 || len(st.Shown) != 3 ||
+		st.Balance != st.StatementBalance || st.Shown[2].Balance != st.Balance {
+		t.Fatalf("statement (%v):\n%s", err, out)
+	}
+	code, out, stderr = runCLI(t, ctx, append([]string{"statement", "--account", "acct-000001"}, common...)...)
+	if code != exitOK || !strings.Contains(out, "opened") || !strings.Contains(out, "statement balance") {
+		t.Fatalf("statement table: exit %d\n%s%s", code, out, stderr)
 	}
 
 	// The single-call commands print JSON.

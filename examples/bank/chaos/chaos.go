@@ -249,9 +249,13 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep.Check.Report = checkReport
 	r.logf("%6.1fs checking", time.Since(r.start).Seconds())
 	checkStart := time.Now()
-	cerr := r.runCmd(ctx, "check", append([]string{"check", "--etcd", direct, "--accounts", accounts, "--balance", balance,
-		"--history", hist, "--report", checkReport, "--verbose", "--resolve-timeout", cfg.ResolveTimeout.String()},
-		clientTLS...)...)
+	checkArgs := append([]string{"check", "--etcd", direct, "--accounts", accounts, "--balance", balance,
+		"--history", hist, "--report", checkReport, "--verbose", "--resolve-timeout", cfg.ResolveTimeout.String(),
+		"--store", cfg.Store}, clientTLS...)
+	if cfg.Store == "postgres" {
+		checkArgs = append(checkArgs, "--pg", r.cfg.PGURL) // the statements: the accounts' journals
+	}
+	cerr := r.runCmd(ctx, "check", checkArgs...)
 	rep.Check.ElapsedMS = time.Since(checkStart).Milliseconds()
 	r.logf("%6.1fs check done in %.1fs", time.Since(r.start).Seconds(), time.Since(checkStart).Seconds())
 	if ctx.Err() != nil {

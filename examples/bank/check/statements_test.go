@@ -56,7 +56,9 @@ func TestStatements(t *testing.T) {
 	}{
 		{name: "as the history says"},
 		{name: "a lost credit", mention: "1 debits, 0 credits, 0 refunds",
-			change: func(s map[string][]check.Entry) { s[acct(1)] = entries(opened(), debit("t3", 5), refund("t3", 5), debit("t4", 7)) }},
+			change: func(s map[string][]check.Entry) {
+				s[acct(1)] = entries(opened(), debit("t3", 5), refund("t3", 5), debit("t4", 7))
+			}},
 		{name: "a credit twice", mention: "1 debits, 2 credits",
 			change: func(s map[string][]check.Entry) {
 				s[acct(1)] = entries(opened(), credit("t1", 10), credit("t1", 10), debit("t3", 5), refund("t3", 5), debit("t4", 7))

@@ -346,6 +346,9 @@ func (c *Cluster) Shards() uint32 {
 	return cluster.DefaultLocalConfig().Placement.Shards
 }
 
+// Journal returns the cluster's store, which keeps the accounts' journals.
+func (c *Cluster) Journal() persistence.Journal { return c.store.(persistence.Journal) }
+
 // CA returns the CA of the cluster's certificates.
 func (c *Cluster) CA() *ordotls.CA { return c.cfg.CA }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/ordo-actors/ordo/examples/bank/check"
 	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 )
 
@@ -157,11 +158,17 @@ type VerifyConfig struct {
 	// VisualizationPath is where porcupine's HTML goes on a
 	// linearizability failure; "" writes none.
 	VisualizationPath string
+	// Journal, when set, is the store of the cluster's entities: every
+	// account's statement is built from it (Statements) and checked
+	// against the history and the balances (check's statements
+	// invariant). Nil skips that invariant.
+	Journal persistence.Journal
 }
 
-// Verify resolves the unknown transfers of ops, reads every balance and
-// checks the history (check.Check). The error is about the steps before the
-// check (resolving, reading); a check that fails is a Report that is not OK.
+// Verify resolves the unknown transfers of ops, reads every balance (and,
+// with cfg.Journal, every statement) and checks the history (check.Check).
+// The error is about the steps before the check (resolving, reading); a
+// check that fails is a Report that is not OK.
 func Verify(ctx context.Context, inv actors.Invoker, ops []history.Op, cfg VerifyConfig) (check.Report, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 32
@@ -177,6 +184,45 @@ func Verify(ctx context.Context, inv actors.Invoker, ops []history.Op, cfg Verif
 	if err != nil {
 		return check.Report{}, err
 	}
+	var statements map[string][]check.Entry
+	if cfg.Journal != nil {
+		// Read after the balances: every transfer has its final outcome,
+		// so no money moves any more (only forgets, which no statement
+		// shows, may still come).
+		if statements, err = Statements(ctx, cfg.Journal, cfg.Accounts, cfg.Workers); err != nil {
+			return check.Report{}, err
+		}
+	}
 	return check.Check(check.Input{Ops: ops, Accounts: cfg.Accounts, InitialBalance: cfg.InitialBalance,
-		Final: final, Resolved: resolved, Timeout: cfg.LinTimeout, VisualizationPath: cfg.VisualizationPath}), nil
+		Final: final, Resolved: resolved, Timeout: cfg.LinTimeout, VisualizationPath: cfg.VisualizationPath,
+		Statements: statements}), nil
+}
+
+// Statements builds the statement of accounts 0..accounts-1 from the
+// account journal of j, workers accounts at a time, each with a projection
+// of its own journal (ledger.BuildStatements), for check.Input.Statements.
+// An account without events has no statement.
+func Statements(ctx context.Context, j persistence.Journal, accounts, workers int) (map[string][]check.Entry, error) {
+	model := ledger.NewStatements()
+	offsets := &actors.MemoryOffsets{}
+	err := parallel(ctx, accounts, workers, func(i int) error {
+		name := history.AccountName(i)
+		if _, err := ledger.BuildStatements(ctx, j, name, model, offsets); err != nil {
+			return fmt.Errorf("statement of %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]check.Entry, accounts)
+	for _, name := range model.Accounts() {
+		lines := model.Statement(name)
+		es := make([]check.Entry, len(lines))
+		for i, l := range lines {
+			es[i] = check.Entry{Seq: l.Seq, Type: l.Type, TransferID: l.TransferID, Amount: l.Amount, Balance: l.Balance}
+		}
+		out[name] = es
+	}
+	return out, nil
 }

@@ -7,7 +7,8 @@
 // Every process is the bank binary (Config.Bank): `bank etcd` members,
 // `bank node`s (each with --admin, so its status and /metrics can be read),
 // one `bank open`, one `bank load` writing the history, and at the end one
-// `bank check`. The nodes gossip encrypted with a random key Run writes to
+// `bank check`, which also reads every account's statement from the store
+// (--store, --pg) and checks it. The nodes gossip encrypted with a random key Run writes to
 // gossip.key in the run directory (--gossip-key). Each runs in its own process group with SIGKILL as its
 // parent-death signal, its output appended to <name>.log in the run
 // directory; Run kills every group before it returns, on success, error or

@@ -24,8 +24,9 @@
 //     final balance, and every transfer with a final outcome appears as
 //     that outcome says: an ok one exactly once as a debit of its source
 //     and once as a credit of its destination, a rejected one not at all,
-//     or (compensated) as one debit and one refund of its source; no entry
-//     names a transfer the history does not hold.
+//     or (compensated) as one debit and one refund of its source; a
+//     transfer the history does not hold (made by hand) is whole: one
+//     debit, and one credit of another account or one refund.
 //
 // # Unknown outcomes
 //

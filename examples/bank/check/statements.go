@@ -119,15 +119,57 @@ func (c *checker) checkStatements() {
 				Message: fmt.Sprintf("%s transfer %s -> %s of %d: %s", t.outcome, t.op.From, t.op.To, t.op.Amount, msg)})
 		}
 	}
+	outside := 0
 	for _, id := range slices.Sorted(maps.Keys(byTransfer)) {
-		if !known[id] {
+		if known[id] {
+			continue
+		}
+		// A transfer made outside the recorded run (by hand, say) must
+		// still be whole: it moved money from one account to another, or
+		// moved it back.
+		outside++
+		if msg := wholeTransfer(byTransfer[id]); msg != "" {
 			es := byTransfer[id]
 			c.violate(Violation{Invariant: InvStatements, ID: id, Account: es[0].account,
-				Message: fmt.Sprintf("%d statement entries (the first a %s of %s, seq %d) of a transfer the history does not hold",
-					len(es), es[0].Type, es[0].account, es[0].Seq)})
+				Message: fmt.Sprintf("transfer %s, which the history does not hold: %s", id, msg)})
 		}
 	}
 	inv.Details = fmt.Sprintf("%d statements, %d entries; %d transfers with a final outcome found as it says", n, lines, checked)
+	if outside > 0 {
+		inv.Details += fmt.Sprintf("; %d transfers outside the history", outside)
+	}
+}
+
+// wholeTransfer returns what is wrong with the entries es of a transfer
+// the history does not hold, "" when they are one debit and either one
+// credit of the same amount to another account or one refund of it to the
+// debited account.
+func wholeTransfer(es []moneyEntry) string {
+	var debits, credits, refunds []moneyEntry
+	for _, e := range es {
+		switch e.Type {
+		case EntryDebit:
+			debits = append(debits, e)
+		case EntryCredit:
+			credits = append(credits, e)
+		case EntryRefund:
+			refunds = append(refunds, e)
+		}
+	}
+	if len(debits) != 1 || len(credits)+len(refunds) != 1 {
+		return fmt.Sprintf("%d debits, %d credits, %d refunds; want one debit and one credit or refund", len(debits), len(credits), len(refunds))
+	}
+	d := debits[0]
+	if len(credits) == 1 {
+		if cr := credits[0]; cr.account == d.account || cr.Amount != -d.Amount {
+			return fmt.Sprintf("a debit of %d from %s and a credit of %d to %s", -d.Amount, d.account, cr.Amount, cr.account)
+		}
+		return ""
+	}
+	if r := refunds[0]; r.account != d.account || r.Amount != -d.Amount {
+		return fmt.Sprintf("a debit of %d from %s and a refund of %d to %s", -d.Amount, d.account, r.Amount, r.account)
+	}
+	return ""
 }
 
 // transferEntries returns what is wrong with the statement entries es of

@@ -82,7 +82,17 @@ func TestStatements(t *testing.T) {
 			change: func(s map[string][]check.Entry) { delete(s, acct(0)) }},
 		{name: "no opening", mention: "no opening",
 			change: func(s map[string][]check.Entry) { s[acct(0)] = s[acct(0)][1:] }},
-		{name: "a transfer the history does not hold", mention: "of a transfer the history does not hold",
+		{name: "whole transfers the history does not hold",
+			change: func(s map[string][]check.Entry) {
+				s[acct(0)] = entries(opened(), debit("t1", 10), credit("t4", 7), debit("t8", 1), credit("t9", 1))
+				s[acct(1)] = entries(opened(), credit("t1", 10), debit("t3", 5), refund("t3", 5), debit("t4", 7),
+					credit("t8", 1), debit("t9", 1), debit("t10", 3), refund("t10", 3))
+			}},
+		{name: "half a transfer the history does not hold", mention: "transfer t9, which the history does not hold: 1 debits, 0 credits",
+			change: func(s map[string][]check.Entry) {
+				s[acct(0)] = entries(opened(), debit("t1", 10), credit("t4", 7), debit("t9", 1), check.Entry{Type: check.EntryDeposit, Amount: 1})
+			}},
+		{name: "a transfer the history does not hold, to its source", mention: "a debit of 1 from acct-000000 and a credit of 1 to acct-000000",
 			change: func(s map[string][]check.Entry) {
 				s[acct(0)] = entries(opened(), debit("t1", 10), credit("t4", 7), debit("t9", 1), credit("t9", 1))
 			}},

@@ -471,69 +471,120 @@ func (e *entity) activateEvents(ctx context.Context, stored *ordopb.EntityRecord
 	es.begin()
 	es.warned, es.final, es.unsaved = false, false, false
 	es.lastEvent, es.snapSeq, es.snapVersion = stored.GetLastEvent(), stored.GetSnapshotSeq(), stored.GetSnapshotVersion()
-	var snap []byte
-	switch {
-	case es.snapSeq > es.lastEvent:
-		return errf(ordopb.Code_CODE_INTERNAL, "the record of %s names a snapshot as of event %d but its journal ends at %d",
-			e.ref, es.snapSeq, es.lastEvent)
-	case es.snapVersion == 0 && es.lastEvent != 0:
-		return errf(ordopb.Code_CODE_INTERNAL, "the record of %s has events up to %d but no snapshot version", e.ref, es.lastEvent)
-	case es.snapVersion == 0:
+	snap, from, err := e.h.snapshotOf(ctx, e.ref, stored, es.version, e.h.loader.load)
+	if err != nil {
+		return err
+	}
+	if es.snapVersion == 0 {
 		// Never written as event-sourced: a new entity, or the record of a
 		// kind that was state-based, whose state is the snapshot at 0.
-		snap, es.snapVersion = stored.GetState(), es.version
-		es.unsaved = len(snap) > 0
-	case es.snapSeq > 0 && es.snapVersion == es.version:
-		rec, err := e.h.loader.load(ctx, e.ref.Kind+SnapshotKindSuffix, e.ref.ID)
-		if err != nil {
-			return errf(ordopb.Code_CODE_UNAVAILABLE, "loading the snapshot of %s: %v", e.ref, err)
-		}
-		var sr ordopb.EntityRecord
-		if err := proto.Unmarshal(rec.Data, &sr); err != nil {
-			return errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot record of %s: %v", e.ref, err)
-		}
-		if sr.GetSnapshotSeq() != es.snapSeq || sr.GetSnapshotVersion() != es.snapVersion {
-			return errf(ordopb.Code_CODE_INTERNAL, "the snapshot of %s is as of event %d (version %d), its record names event %d (version %d)",
-				e.ref, sr.GetSnapshotSeq(), sr.GetSnapshotVersion(), es.snapSeq, es.snapVersion)
-		}
-		snap = sr.GetState()
-	}
-	from := es.snapSeq + 1
-	if es.snapVersion != es.version {
-		from = 1 // rebuilt from the journal; the next write stores a new snapshot
+		es.snapVersion, es.unsaved = es.version, len(snap) > 0
 	}
 	if err := e.beh.load(snap); err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot of %s (as of event %d): %v", e.ref, es.snapSeq, err)
 	}
 	es.beh.keep()
-	for from <= es.lastEvent {
-		rctx, cancel := context.WithTimeout(ctx, e.h.cfg.StoreTimeout)
-		evs, err := e.h.journal.ReadEvents(rctx, e.ref.Kind, e.ref.ID, from, int(min(es.lastEvent-from+1, replayPage)))
+	return e.h.replay(ctx, e.ref, from, stored, es.version, es.beh.applyStored)
+}
+
+// snapshotOf returns the snapshot an event-sourced entity's stored record
+// names (nil: the empty state), loaded with load, and the first event to
+// apply after it: 1 when the snapshot is of another version than
+// version, which is then not loaded.
+func (h *Host) snapshotOf(ctx context.Context, ref Ref, stored *ordopb.EntityRecord, version uint32,
+	load func(ctx context.Context, kind, id string) (persistence.Record, error)) ([]byte, uint64, error) {
+	snapSeq, snapVersion, last := stored.GetSnapshotSeq(), stored.GetSnapshotVersion(), stored.GetLastEvent()
+	switch {
+	case snapSeq > last:
+		return nil, 0, errf(ordopb.Code_CODE_INTERNAL, "the record of %s names a snapshot as of event %d but its journal ends at %d",
+			ref, snapSeq, last)
+	case snapVersion == 0 && last != 0:
+		return nil, 0, errf(ordopb.Code_CODE_INTERNAL, "the record of %s has events up to %d but no snapshot version", ref, last)
+	case snapVersion == 0:
+		return stored.GetState(), 1, nil // a new entity, or a state-based kind's record
+	case snapVersion != version:
+		return nil, 1, nil // rebuilt from the journal; the next write stores a new snapshot
+	case snapSeq == 0:
+		return nil, 1, nil
+	}
+	rec, err := load(ctx, ref.Kind+SnapshotKindSuffix, ref.ID)
+	if err != nil {
+		return nil, 0, errf(ordopb.Code_CODE_UNAVAILABLE, "loading the snapshot of %s: %v", ref, err)
+	}
+	var sr ordopb.EntityRecord
+	if err := proto.Unmarshal(rec.Data, &sr); err != nil {
+		return nil, 0, errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot record of %s: %v", ref, err)
+	}
+	if sr.GetSnapshotSeq() != snapSeq || sr.GetSnapshotVersion() != snapVersion {
+		return nil, 0, errf(ordopb.Code_CODE_INTERNAL, "the snapshot of %s is as of event %d (version %d), its record names event %d (version %d)",
+			ref, sr.GetSnapshotSeq(), sr.GetSnapshotVersion(), snapSeq, snapVersion)
+	}
+	return sr.GetState(), snapSeq + 1, nil
+}
+
+// replay applies the events from..last_event of ref's journal, in pages,
+// with apply. stored is the entity's record and version its kind's
+// SnapshotVersion (for the error of a rebuild that cannot be).
+func (h *Host) replay(ctx context.Context, ref Ref, from uint64, stored *ordopb.EntityRecord, version uint32,
+	apply func(data []byte) error) error {
+	last := stored.GetLastEvent()
+	for from <= last {
+		rctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+		evs, err := h.journal.ReadEvents(rctx, ref.Kind, ref.ID, from, int(min(last-from+1, replayPage)))
 		cancel()
 		if err != nil {
-			return errf(ordopb.Code_CODE_UNAVAILABLE, "reading the journal of %s from event %d: %v", e.ref, from, err)
+			return errf(ordopb.Code_CODE_UNAVAILABLE, "reading the journal of %s from event %d: %v", ref, from, err)
 		}
 		if len(evs) == 0 {
 			return errf(ordopb.Code_CODE_INTERNAL, "the journal of %s ends before event %d, which its record says was written (last %d)",
-				e.ref, from, es.lastEvent)
+				ref, from, last)
 		}
 		for _, ev := range evs {
 			if ev.Seq != from {
 				why := ""
-				if from == 1 && es.snapVersion != es.version {
+				if v := stored.GetSnapshotVersion(); from == 1 && v != 0 && v != version {
 					why = fmt.Sprintf(" (rebuilding the state: its snapshot has version %d, the kind %d; events before %d were deleted)",
-						es.snapVersion, es.version, ev.Seq)
+						v, version, ev.Seq)
 				}
-				return errf(ordopb.Code_CODE_INTERNAL, "the journal of %s has event %d where event %d was expected%s", e.ref, ev.Seq, from, why)
+				return errf(ordopb.Code_CODE_INTERNAL, "the journal of %s has event %d where event %d was expected%s", ref, ev.Seq, from, why)
 			}
-			if err := es.beh.applyStored(ev.Data); err != nil {
-				return errf(ordopb.Code_CODE_INTERNAL, "replaying event %d of %s: %v", ev.Seq, e.ref, trimActors(err))
+			if err := apply(ev.Data); err != nil {
+				return errf(ordopb.Code_CODE_INTERNAL, "replaying event %d of %s: %v", ev.Seq, ref, trimActors(err))
 			}
 			from++
 		}
 	}
 	return nil
 }
+
+// rebuild returns the state of the event-sourced entity ref of kind k
+// whose record is stored, as its activation would rebuild it, without
+// activating it (LoadRecord).
+func (h *Host) rebuild(ctx context.Context, ref Ref, k Kind, stored *ordopb.EntityRecord) (proto.Message, error) {
+	b := k.newBehavior()
+	tb, ok := b.(interface {
+		journaled
+		stateMessage() proto.Message
+		snapshotVersion() uint32
+	})
+	if !ok {
+		return nil, ErrNoState
+	}
+	load := func(ctx context.Context, kind, id string) (persistence.Record, error) { return h.store.Load(ctx, kind, id) }
+	snap, from, err := h.snapshotOf(ctx, ref, stored, tb.snapshotVersion(), load)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.load(snap); err != nil {
+		return nil, fmt.Errorf("decoding the snapshot: %w", err)
+	}
+	if err := h.replay(ctx, ref, from, stored, tb.snapshotVersion(), tb.applyStored); err != nil {
+		return nil, err
+	}
+	return tb.stateMessage(), nil
+}
+
+func (b *typedBehavior[S]) snapshotVersion() uint32 { return b.kind.es.es.SnapshotVersion }
 
 // trimActors drops the package prefix of an error made in this package,
 // for messages that already say where they come from.

@@ -875,3 +875,56 @@ func TestEventSourcedEventEncoding(t *testing.T) {
 		require.Equal(t, want, evs[i].Data, "event %d", i+1)
 	}
 }
+
+// With tracing on, the host wraps its store; an event-sourced kind still
+// reaches the journal, and its snapshot's load is traced like its record's.
+func TestEventSourcedWithTracing(t *testing.T) {
+	exp, tp := newTracer(t)
+	store := memory.New()
+	defer store.Close()
+	var ec esCounter
+	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{SnapshotEvery: 2})
+	tracing := func(c *actors.HostConfig) { c.Tracer = tp.Tracer(actors.TracerName) }
+	h1 := esHost(t, store, 1, tracing, kind)
+	ctx := testCtx(t)
+	for range 3 {
+		_, err := esAdd(ctx, h1, "tr", 1)
+		require.NoError(t, err)
+	}
+	kill(t, h1)
+	exp.Reset()
+	h2 := esHost(t, store, 2, tracing, kind)
+	v, err := esGet(ctx, h2, "tr")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+	var kinds []string
+	for _, s := range named(exp.GetSpans(), "ordo.store.load") {
+		kinds = append(kinds, attr(s, "ordo.kind"))
+	}
+	require.ElementsMatch(t, []string{"counter", "counter" + actors.SnapshotKindSuffix}, kinds)
+}
+
+// LoadRecord rebuilds an event-sourced entity's state from its snapshot
+// and journal, without activating it.
+func TestEventSourcedLoadRecord(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	var ec esCounter
+	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{SnapshotEvery: 3})
+	h := esHost(t, store, 1, nil, kind)
+	ctx := testCtx(t)
+	for i := range 5 {
+		_, err := esAdd(ctx, h, "lr", int64(i+1))
+		require.NoError(t, err)
+	}
+	rec, err := h.LoadRecord(ctx, ref("lr"))
+	require.NoError(t, err)
+	require.True(t, rec.Found)
+	require.EqualValues(t, 15, rec.State.(*testpb.Counter).Value)
+	require.EqualValues(t, 3, rec.SnapshotSeq)
+	require.EqualValues(t, 5, rec.LastEvent)
+	require.Positive(t, rec.StateSize)
+	rec, err = h.LoadRecord(ctx, ref("never"))
+	require.NoError(t, err)
+	require.False(t, rec.Found)
+}

@@ -95,7 +95,12 @@ type Record struct {
 	// Recent is the number of recent requests stored for deduplication.
 	Recent int
 	// State is the entity's state, decoded as its kind's state message.
+	// That of an event-sourced entity is rebuilt as its activation would:
+	// its snapshot, then the events after it.
 	State proto.Message
+	// SnapshotSeq and LastEvent are, for an event-sourced entity, the last
+	// event its snapshot covers and the last event of its journal.
+	SnapshotSeq, LastEvent uint64
 }
 
 // ErrNoState is returned by LoadRecord for a kind whose state is not a
@@ -133,14 +138,22 @@ func (h *Host) LoadRecord(ctx context.Context, ref Ref) (Record, error) {
 	if err := proto.Unmarshal(rec.Data, &stored); err != nil {
 		return Record{}, fmt.Errorf("actors: decoding the record of %s: %w", ref, err)
 	}
-	state := sb.stateMessage()
-	if err := proto.Unmarshal(stored.GetState(), state); err != nil {
-		return Record{}, fmt.Errorf("actors: decoding the state of %s: %w", ref, err)
+	var state proto.Message
+	if k.eventSourced() {
+		if state, err = h.rebuild(ctx, ref, k, &stored); err != nil {
+			return Record{}, fmt.Errorf("actors: rebuilding the state of %s: %w", ref, err)
+		}
+		out.SnapshotSeq, out.LastEvent = stored.GetSnapshotSeq(), stored.GetLastEvent()
+	} else {
+		state = sb.stateMessage()
+		if err := proto.Unmarshal(stored.GetState(), state); err != nil {
+			return Record{}, fmt.Errorf("actors: decoding the state of %s: %w", ref, err)
+		}
 	}
 	out.Found = true
 	out.Shard, out.Epoch = rec.Shard, rec.Epoch
 	out.Seq = stored.GetSeq()
-	out.Size, out.StateSize = len(rec.Data), len(stored.GetState())
+	out.Size, out.StateSize = len(rec.Data), proto.Size(state)
 	out.Recent = len(stored.GetRecent())
 	out.State = state
 	return out, nil

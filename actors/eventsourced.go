@@ -570,7 +570,9 @@ func (h *Host) rebuild(ctx context.Context, ref Ref, k Kind, stored *ordopb.Enti
 	if !ok {
 		return nil, ErrNoState
 	}
-	load := func(ctx context.Context, kind, id string) (persistence.Record, error) { return h.store.Load(ctx, kind, id) }
+	load := func(ctx context.Context, kind, id string) (persistence.Record, error) {
+		return h.store.Load(ctx, kind, id)
+	}
 	snap, from, err := h.snapshotOf(ctx, ref, stored, tb.snapshotVersion(), load)
 	if err != nil {
 		return nil, err

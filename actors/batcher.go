@@ -378,8 +378,11 @@ func (b *batcher) run(parent context.Context) {
 	// joined counts a co-located write that arrived for (or a report of
 	// none from) the receiver of a message that depends on dep.
 	joined := func(dep writeDep) {
-		if p, ok := queue[dep.en.ref]; ok && p.w.en == dep.en && p.expect > 0 {
-			p.expect--
+		for p := queue[dep.en.ref]; p != nil && p.w.en == dep.en; p = p.next {
+			if p.expect > 0 {
+				p.expect--
+				return
+			}
 		}
 	}
 	ctx, cancelCtx := context.WithCancel(parent)

@@ -373,7 +373,7 @@ func journalFor(raw persistence.Store, kinds map[string]Kind) (persistence.Journ
 	return j, nil
 }
 
-// beginEvents readies the event buffers of a run.
+// begin readies the event buffers of a run.
 func (es *eventState) begin() {
 	es.run, es.runBytes = es.run[:0], 0
 }

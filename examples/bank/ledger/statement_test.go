@@ -7,7 +7,10 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
+	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
+	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
 )
@@ -18,6 +21,22 @@ import (
 func TestStatements(t *testing.T) {
 	store := memory.New()
 	defer store.Close()
+	testStatements(t, store)
+}
+
+// The same with the PostgreSQL store (its journal, its feed).
+func TestStatementsPostgres(t *testing.T) {
+	cfg := pgstore.DefaultConfig()
+	cfg.URL, cfg.Schema = pgtest.URL(t), pgtest.Schema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := pgstore.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer store.Close()
+	testStatements(t, store)
+}
+
+func testStatements(t *testing.T, store persistence.Journal) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
 	h, err := actors.NewHost(cfg, store, ledger.Account, ledger.Transfer)

@@ -174,7 +174,8 @@ type HostStats struct {
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
-// Start before use.
+// Start before use. A store for event-sourced kinds (EventSourced) must
+// keep journals (persistence.Journal).
 func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

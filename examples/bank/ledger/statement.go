@@ -134,7 +134,9 @@ const StatementsProjection = "ledger.statements"
 // when id is not empty (a projection of that account's journal alone).
 // offsets keeps the projection's position (nil: start from the journal's
 // start, as a new read model must); s receives the events (nil: a new
-// read model).
+// read model). With the etcd store, which reads a kind's whole journal for
+// each page of ReadJournal, build many accounts' statements one account at
+// a time (as workload.Statements does).
 func BuildStatements(ctx context.Context, j persistence.Journal, id string, s *Statements, offsets actors.OffsetStore) (*Statements, error) {
 	if s == nil {
 		s = NewStatements()

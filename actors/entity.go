@@ -78,6 +78,8 @@ type entity struct {
 	recentIdx map[string][]byte
 	dirty     bool // the dedup window changed since the last write
 	after     []writeDep
+	// counted is the window length last added to Host.dedupEntries.
+	counted int
 
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
@@ -169,6 +171,7 @@ const maxBackoffEntries = 1024
 
 // Receive implements actor.Actor.
 func (e *entity) Receive(ctx actor.Context) {
+	defer e.countRecent()
 	defer func() {
 		if r := recover(); r != nil {
 			e.h.log.Error("entity crashed", "entity", e.ref, "panic", r, "stack", string(debug.Stack()))
@@ -222,7 +225,18 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.dropOuts()
 	case *actor.Stopped:
+		e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
+		e.countRecent()
 		close(e.en.stopped)
+	}
+}
+
+// countRecent adds the change of the entity's dedup window since the last
+// call to Host.dedupEntries.
+func (e *entity) countRecent() {
+	if n := len(e.recentEnc); n != e.counted {
+		e.h.dedupEntries.Add(int64(n - e.counted))
+		e.counted = n
 	}
 }
 

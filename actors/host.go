@@ -61,6 +61,10 @@ type Host struct {
 	activations  atomic.Uint64
 	passivations atomic.Uint64
 	overloaded   atomic.Uint64
+	// dedupEntries is the number of dedup entries the active entities
+	// hold in memory (each entity adds its window's change after every
+	// message, and takes its count back when it stops).
+	dedupEntries atomic.Int64
 
 	// props spawns every entity; its producer returns spawning, set under
 	// mu just before each Spawn (which calls the producer synchronously),
@@ -153,6 +157,10 @@ type HostStats struct {
 	// Overloaded counts the calls refused because a mailbox was full or
 	// too many calls were in flight (HostConfig.MaxMailbox, MaxInflight).
 	Overloaded uint64
+	// DedupEntries is the number of dedup entries (request IDs with their
+	// replies) the active entities hold in memory: at most DedupWindow per
+	// active entity.
+	DedupEntries int64
 	// Loads counts the store reads of activating entities, and
 	// LoadedRecords the records they asked for: with a store that is a
 	// persistence.BatchLoader, entities activating together share a read.
@@ -851,7 +859,7 @@ func (h *Host) Stats() HostStats {
 	active, inflight := h.active, h.inflight
 	h.mu.Unlock()
 	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
-		Inflight: inflight, Overloaded: h.overloaded.Load()}
+		Inflight: inflight, Overloaded: h.overloaded.Load(), DedupEntries: h.dedupEntries.Load()}
 	if h.loader != nil {
 		s.Loads, s.LoadedRecords = h.loader.stats()
 	}

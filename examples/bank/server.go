@@ -47,6 +47,7 @@ func newEtcdCmd() *cobra.Command {
 		initialCluster           string
 		maxTxnOps                uint
 		logLevel                 string
+		compactEvery             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST",
@@ -98,6 +99,13 @@ e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
 			cfg.MaxTxnOps = maxTxnOps
 			cfg.LogLevel = logLevel
 			cfg.ListenMetricsUrls = nil
+			if compactEvery < 0 {
+				return usagef("--auto-compaction-retention %v is negative", compactEvery)
+			}
+			if compactEvery > 0 {
+				cfg.AutoCompactionMode = embed.CompactorModePeriodic
+				cfg.AutoCompactionRetention = compactEvery.String()
+			}
 			if err := cfg.Validate(); err != nil {
 				return usagef("etcd configuration: %v", err)
 			}
@@ -136,6 +144,8 @@ e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
 	fs.StringVar(&token, "initial-cluster-token", "ordo-bank", "initial cluster token")
 	fs.UintVar(&maxTxnOps, "max-txn-ops", 1024, "maximum operations per transaction (the etcd store batches up to this)")
 	fs.StringVar(&logLevel, "log-level", "warn", "etcd log level: debug, info, warn, error")
+	fs.DurationVar(&compactEvery, "auto-compaction-retention", 0,
+		"compact the key history older than this, periodically (etcd's periodic mode); 0 keeps every revision")
 	return cmd
 }
 
@@ -161,6 +171,8 @@ func newNodeCmd() *cobra.Command {
 		sec                       secFlags
 		adminTokenFile            string
 		gossipKey                 string
+		pprof                     bool
+		idleTimeout               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) --gossip-key FILE [--join HOST:PORT,...]",
@@ -186,6 +198,7 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 			cfg.AdvertiseGossipAddr = advGossip
 			cfg.Join = join
 			cfg.AdminAddr = admin
+			cfg.Pprof = pprof
 			cfg.Placement.Prefix = prefix
 			if shards != 0 {
 				cfg.Placement.Shards = shards
@@ -221,6 +234,9 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 				if cfg.AdminToken, err = readSecretFile("admin-token-file", adminTokenFile); err != nil {
 					return err
 				}
+			}
+			if idleTimeout != 0 {
+				cfg.Host.IdleTimeout = idleTimeout
 			}
 			if drain <= 0 {
 				return usagef("--drain-timeout %v must be positive", drain)
@@ -322,6 +338,9 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 	fs.StringVar(&store, "store", "etcd", "where entity state is kept: etcd or postgres")
 	fs.StringVar(&pg, "pg", "", "PostgreSQL URL for --store postgres (default $ORDO_PG_URL, which keeps its password off the command line); sslmode and sslrootcert are honoured")
 	fs.StringVar(&admin, "admin", "", "host:port of the admin HTTP endpoint (status JSON, /metrics); empty disables it; off loopback it needs TLS or --admin-token-file")
+	fs.BoolVar(&pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin endpoint (loopback, or with --admin-token-file)")
+	fs.DurationVar(&idleTimeout, "idle-timeout", 0, "passivate an entity idle this long (0: the runtime's default, "+
+		cluster.DefaultConfig().Host.IdleTimeout.String()+")")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "file holding the bearer token the admin endpoint requires (all but /healthz and /readyz)")
 	sec.register(fs)
 	fs.DurationVar(&leaseTTL, "lease-ttl", cluster.DefaultConfig().Placement.LeaseTTL, "etcd lease TTL, whole seconds")

@@ -174,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	load := newProc("load", cfg.Bank, filepath.Join(dir, "load.log"), append([]string{"load", "--etcd", direct,
 		"--accounts", accounts, "--duration", cfg.Duration.String(), "--concurrency", strconv.Itoa(cfg.Concurrency),
 		"--read-ratio", strconv.FormatFloat(cfg.ReadRatio, 'f', -1, 64),
-		"--seed", strconv.FormatUint(max(cfg.Seed, 1), 10), "--history", hist}, clientTLS...))
+		"--seed", strconv.FormatUint(max(cfg.Seed, 1), 10), "--history", hist}, append(clientTLS, cfg.LoadArgs...)...))
 	if err := load.start(); err != nil {
 		return nil, err
 	}
@@ -183,7 +183,28 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	r.logf("load started: %d clients for %v", cfg.Concurrency, cfg.Duration)
 
 	rep := &Report{Seed: cfg.Seed, Duration: cfg.Duration.String(), Store: cfg.Store, Nodes: cfg.Nodes,
-		EtcdMembers: cfg.EtcdMembers, LeaseTTL: cfg.LeaseTTL.String(), Kinds: cfg.Kinds, Proxied: proxied, Dir: dir}
+		EtcdMembers: cfg.EtcdMembers, LeaseTTL: cfg.LeaseTTL.String(), Kinds: cfg.Kinds, Proxied: proxied,
+		LoadStart: r.start, Dir: dir}
+
+	// The observer watches until the check has run; an early return
+	// cancels it.
+	checked := make(chan struct{})
+	endObserver := func() {}
+	if cfg.Observer != nil {
+		octx, cancel := context.WithCancel(ctx)
+		loadDone, _ := load.exited()
+		c := &Cluster{r: r, loadDone: loadDone}
+		var owg sync.WaitGroup
+		owg.Add(1)
+		go func() { defer owg.Done(); cfg.Observer.Observe(octx, c, checked) }()
+		var once sync.Once
+		endObserver = func() {
+			once.Do(func() { close(checked) })
+			owg.Wait()
+			cancel()
+		}
+		defer func() { cancel(); endObserver() }()
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	// attribute gives the last fault the writes fenced since it started,
 	// on any node, up to now (the next fault's start or the end).
@@ -266,6 +287,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	r.scrape(ctx)
 	attribute()
+	endObserver()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	rep.FencedByNode, rep.FencedWrites = r.tally.byNode()
 	rep.finish()
 

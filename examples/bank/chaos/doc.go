@@ -99,4 +99,14 @@
 // verdict, recovery times and fenced writes, and returns it; Main prints a
 // summary and fails when the check found a violation or a fault could not
 // be injected or healed.
+//
+// # Long runs
+//
+// bank soak (package soak) is a long run of this orchestrator: it sets
+// Config.Interval, Warmup and Cooldown for a fault every few minutes, adds
+// arguments to the nodes, the etcd members and the load (Config.NodeArgs,
+// EtcdArgs, LoadArgs), and watches the run through a Config.Observer,
+// which gets a Cluster view (every process's ID, incarnation and start,
+// the nodes' admin addresses, an unproxied etcd client) from the start of
+// the load until after the check.
 package chaos

@@ -163,6 +163,7 @@ func (r *runner) startEtcd(ctx context.Context) error {
 	for _, m := range r.members {
 		args := []string{"etcd", "--name", m.name, "--data-dir", filepath.Join(r.dir, "etcd-"+m.name),
 			"--listen-client", m.clientURL, "--listen-peer", m.peerURL, "--initial-cluster", strings.Join(initial, ",")}
+		args = append(args, r.cfg.EtcdArgs...)
 		m.proc = newProc(m.name, r.cfg.Bank, filepath.Join(r.dir, m.name+".log"), args)
 		if err := m.proc.start(); err != nil {
 			return err
@@ -284,7 +285,7 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 	if r.cfg.Store == "postgres" {
 		args = append(args, "--pg", proxiedURL(r.cfg.PGURL, n.storeProxy))
 	}
-	return args
+	return append(args, r.cfg.NodeArgs...)
 }
 
 // writeCerts writes the cluster's CA and the certificates of its nodes and

@@ -236,8 +236,8 @@ func build(cfg Config, crep *chaos.Report, s *sampler, lat []Bucket, calls []flo
 		}
 		return keys[i].process < keys[j].process
 	})
-	rule := Rule{From: rep.WindowS[0], To: rep.WindowS[1], Settle: cfg.Settle.Seconds(), Rel: cfg.Rel,
-		MinPoints: 3, MinSpan: cfg.Window.Seconds() / 3}
+	rule := Rule{From: rep.WindowS[0], To: rep.WindowS[1], Slack: 1, Settle: cfg.Settle.Seconds(), Rel: cfg.Rel,
+		MinPoints: 3, MinSpan: cfg.Window.Seconds() / 4}
 	for _, k := range keys {
 		sp := specOf(k.name)
 		ser := Series{Name: k.name, Process: k.process, Points: points[k]}
@@ -256,7 +256,7 @@ func build(cfg Config, crep *chaos.Report, s *sampler, lat []Bucket, calls []flo
 			// active entities.
 			var in []float64
 			for _, p := range points[seriesKey{seriesActive, clusterWide}] {
-				if p.At >= r.From && p.At <= r.To {
+				if p.At >= r.From && p.At <= r.To+r.Slack {
 					in = append(in, p.V)
 				}
 			}

@@ -22,6 +22,9 @@ type Rule struct {
 	// From and To bound the judged window, in seconds since the load
 	// started: the last Window of the load.
 	From, To float64
+	// Slack extends the window's end for readings taken a moment after
+	// it (the sample round at the end of the load), in seconds.
+	Slack float64
 	// Settle is how long after a process (re)start its readings are left
 	// out (warm-up), in seconds.
 	Settle float64
@@ -71,7 +74,7 @@ func Judge(pts []Point, starts map[int]float64, r Rule) Fit {
 	byInc := map[int][]Point{}
 	var vals []float64
 	for _, p := range pts {
-		if p.At < r.From || p.At > r.To || math.IsNaN(p.V) {
+		if p.At < r.From || p.At > r.To+r.Slack || math.IsNaN(p.V) {
 			continue
 		}
 		if s, ok := starts[p.Inc]; ok && p.At < s+r.Settle {

@@ -136,6 +136,21 @@ func TestJudgeRestartedProcess(t *testing.T) {
 	}
 }
 
+// A reading taken a moment after the window's end (the round at the end
+// of the load) counts, with Slack.
+func TestJudgeSlack(t *testing.T) {
+	pts := series(1800, 60, func(t float64) float64 { return 1000 + t })
+	pts[len(pts)-1].At += 0.3
+	r := window()
+	if f := Judge(pts, nil, r); f.Points != 10 {
+		t.Fatalf("without slack: %d readings, want 10", f.Points)
+	}
+	r.Slack = 1
+	if f := Judge(pts, nil, r); f.Points != 11 {
+		t.Fatalf("with slack: %d readings, want 11", f.Points)
+	}
+}
+
 func TestJudgeTooFewReadings(t *testing.T) {
 	pts := []Point{{At: 1300, V: 1, Inc: 1}, {At: 1400, V: 900, Inc: 1}, {At: 1500, V: 5000, Inc: 1}}
 	f := Judge(pts, nil, window())

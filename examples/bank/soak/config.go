@@ -59,6 +59,11 @@ func DefaultConfig(d time.Duration) Config {
 	return c
 }
 
+// MinDuration is the shortest soak: its judged window, the second minute,
+// starts once every account's dedup window has filled and the nodes' heaps
+// have grown to their working size.
+const MinDuration = 2 * time.Minute
+
 // clamp returns v within [lo, hi].
 func clamp(v, lo, hi time.Duration) time.Duration { return min(max(v, lo), hi) }
 
@@ -90,6 +95,9 @@ func (c *Config) Scale(faultEvery, sampleEvery time.Duration) {
 // Validate reports the first invalid setting.
 func (c *Config) Validate() error {
 	switch {
+	case c.Chaos.Duration < MinDuration:
+		return fmt.Errorf("soak: --duration %v is under %v: the dedup windows and heaps would still be filling "+
+			"in the judged window", c.Chaos.Duration, MinDuration)
 	case c.SampleEvery <= 0 || c.Window <= 0 || c.Settle < 0 || c.Drain <= 0:
 		return errors.New("soak: the sample interval, window and drain must be positive")
 	case c.Window > c.Chaos.Duration:
@@ -132,7 +140,7 @@ func ParseFlags(args []string, stderr io.Writer, pgDefault string) (Config, erro
 	def := DefaultConfig(30 * time.Minute)
 	fs := flag.NewFlagSet("bank soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	duration := fs.Duration("duration", def.Chaos.Duration, "how long the load runs")
+	duration := fs.Duration("duration", def.Chaos.Duration, "how long the load runs (at least 2m)")
 	store := fs.String("store", def.Chaos.Store, "node store: etcd or postgres")
 	pg := fs.String("pg", "", "PostgreSQL URL (--store postgres; default $ORDO_PG_URL)")
 	seed := fs.String("seed", "", "fault schedule seed (default: from the clock, printed)")

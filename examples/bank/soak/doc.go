@@ -48,7 +48,9 @@
 // hold no transfer ID (every Forget applied: a transfer whose Forget was
 // lost keeps its ID in an account for good), and when no judged series
 // grows in the judged window, the last Config.Window of the load (half
-// the load, at most 10 minutes).
+// the load, at most 10 minutes; a soak lasts at least MinDuration, 2
+// minutes, so that the window starts once the dedup windows and heaps
+// have filled).
 //
 // Growth is the Theil–Sen slope over the window times its length: the
 // median of the slopes between every two readings of the same process

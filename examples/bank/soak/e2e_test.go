@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,24 +28,27 @@ func bankBinary(t *testing.T) string {
 // tWriter sends progress lines to the test log.
 type tWriter struct{ t *testing.T }
 
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
 
-// TestRealSoak runs a short bank soak against real processes. It takes two
-// to three minutes and two cores, so, like chaos's TestRealRun, it runs
-// only with ORDO_SOAK=1 (or =etcd, =postgres). ORDO_SOAK_DURATION (default
-// 90s), ORDO_SOAK_SEED, ORDO_SOAK_DIR and ORDO_CHAOS_PG_RESTART change the
+// TestRealSoak runs the shortest bank soak against real processes. It
+// takes about four minutes and two cores, so, like chaos's TestRealRun, it
+// runs only with ORDO_SOAK=1 (or =etcd, =postgres). ORDO_SOAK_DURATION
+// (default 2m), ORDO_SOAK_SEED, ORDO_SOAK_DIR and ORDO_CHAOS_PG_RESTART change the
 // run; the postgres store needs ORDO_PG_URL. ORDO_CHAOS_BANK names a
 // prebuilt bank binary.
 func TestRealSoak(t *testing.T) {
 	mode := os.Getenv("ORDO_SOAK")
 	if mode == "" || testing.Short() {
-		t.Skip("set ORDO_SOAK=1 to run a real soak (about three minutes)")
+		t.Skip("set ORDO_SOAK=1 to run a real soak (about four minutes)")
 	}
 	store := "etcd"
 	if mode == "postgres" {
 		store = "postgres"
 	}
-	args := []string{"--store", store, "--duration", envOr("ORDO_SOAK_DURATION", "90s"),
+	args := []string{"--store", store, "--duration", envOr("ORDO_SOAK_DURATION", "2m"),
 		"--seed", envOr("ORDO_SOAK_SEED", strconv.FormatInt(time.Now().UnixNano()%1_000_000, 10)),
 		"--dir", envOr("ORDO_SOAK_DIR", t.TempDir())}
 	if c := os.Getenv("ORDO_CHAOS_PG_RESTART"); c != "" {

@@ -299,9 +299,14 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	cfg, _ = ParseFlags([]string{"--duration", "20s", "--sample-every", "10s"}, os.Stderr, "")
+	cfg, _ = ParseFlags([]string{"--duration", "90s"}, os.Stderr, "")
 	cfg.Chaos.Bank = "/bin/true"
 	if err := cfg.Validate(); err == nil {
-		t.Error("a window of one sample accepted")
+		t.Error("a soak shorter than MinDuration accepted")
+	}
+	cfg, _ = ParseFlags([]string{"--duration", "2m", "--sample-every", "30s"}, os.Stderr, "")
+	cfg.Chaos.Bank = "/bin/true"
+	if err := cfg.Validate(); err == nil {
+		t.Error("a window of two samples accepted")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -31,7 +32,10 @@ type write struct {
 	// recent are the entity's dedup entries, each encoded as an
 	// EntityRecord.recent field, oldest first.
 	recent [][]byte
-	size   int // len(state) plus the bytes of recent
+	// fences are the entity's sender fences, encoded as EntityRecord
+	// fields 5 and 6 (nil: none).
+	fences []byte
+	size   int // len(state) plus the bytes of recent and fences
 	// after are writes of co-located entities this one depends on: it is
 	// never sent before them, only with them (same Save) or after them.
 	after []writeDep
@@ -43,6 +47,8 @@ type write struct {
 	// done is called exactly once, from the batcher's goroutine, with nil
 	// when the write is durable or the reason it is not.
 	done func(error)
+	// span is the span of the run that made the write; nil: tracing off.
+	span trace.Span
 }
 
 // writeDep names write seq of the entity en (or any later one).
@@ -82,6 +88,7 @@ func (p *pending) record() persistence.Record {
 	for _, b := range w.recent {
 		data = append(data, b...)
 	}
+	data = append(data, w.fences...)
 	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data}
 }
 
@@ -172,6 +179,7 @@ type batcher struct {
 	maxInFlight int
 	timeout     time.Duration
 	onBatch     func(int)
+	tracer      trace.Tracer // nil: no spans (trace.go)
 
 	// in carries writes and cancels in one channel, so that a cancel never
 	// overtakes a write the same entity submitted before it.
@@ -199,6 +207,7 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 		maxInFlight: cfg.BatchMaxInFlight,
 		timeout:     cfg.StoreTimeout,
 		onBatch:     cfg.OnBatch,
+		tracer:      cfg.Tracer,
 		in:          make(chan batchOp, 1024),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -469,7 +478,9 @@ func (b *batcher) run(parent context.Context) {
 		go func() {
 			sctx, cancel := context.WithTimeout(ctx, b.timeout)
 			defer cancel()
+			sctx, span := b.startSave(sctx, batch)
 			outcome, err := b.store.Save(sctx, recs)
+			endSave(span, outcome, err)
 			results <- saveResult{id: id, batch: batch, outcome: outcome, err: err}
 		}()
 		return true

@@ -40,6 +40,16 @@
 //     state cannot be encoded, or whose handler panics, restarts from
 //     storage.
 //
+//   - Fenced messages. A message an entity sends to an entity of another
+//     shard carries the sender's shard and epoch. The receiver keeps, in
+//     its record, the highest epoch it has accepted from each sender shard
+//     (one entry per shard at most) and refuses with ErrFenced, running
+//     nothing, a message from a lower epoch: one its sender's former owner
+//     sent before the shard moved, delivered only after the new owner
+//     carried the work on, when the receiver's dedup window may no longer
+//     remember it. Work that must survive an owner change is re-driven from
+//     durable state on activation (OnActivate), as a saga does.
+//
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
 //     the least recently used are passivated first. An OnPassivate hook
@@ -108,6 +118,17 @@
 // I/O bounded by its context, but never waits for another entity (its
 // entity handles nothing else meanwhile); a handler that returns its
 // context's error gives no answer, and is rolled back.
+//
+// Tracing. With HostConfig.Tracer, a host makes OpenTelemetry spans of
+// the calls its entities handle ("ordo.handle", from activation to
+// commit), of continuations ("ordo.continue"), of the batcher's Saves
+// ("ordo.save", linked to the runs whose writes they carry) and of every
+// store call ("ordo.store.load", ".save", ".fence"). A handling span's
+// parent is the span whose context the envelope's metadata carries
+// (traceparent); the handler's Context carries the span
+// (trace.SpanFromContext), and its metadata the span's context, which the
+// messages it sends carry on: one trace follows a call through every
+// entity it reaches. Without a Tracer, each hook costs a nil check.
 //
 // Callers and authorization. A handler knows who sent its request
 // (Context.Caller, CallerFrom): an entity, a node of the cluster, this

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -76,8 +77,12 @@ type entity struct {
 	// in every idle entity, below that). Entries are decoded on a hit
 	// only: an idle entity keeps its window as bytes.
 	recentIdx map[string][]byte
-	dirty     bool // the dedup window changed since the last write
+	dirty     bool // the dedup window or fences changed since the last write
 	after     []writeDep
+	// fences are the highest epochs accepted from other shards' entities
+	// (see fence.go), nil when none.
+	fences *senderFences
+	tm     *timerSet // nil until the first After
 	// counted is the window length last added to Host.dedupEntries.
 	counted int
 
@@ -104,6 +109,8 @@ type entity struct {
 	waitIdx     map[string]*waiter
 	deferKey    string
 	resolutions []resolution
+
+	span trace.Span // of the call or continuation being run; nil: tracing off (trace.go)
 }
 
 // waiter is one deferred request and the duplicates that arrived while it
@@ -195,6 +202,8 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.handleCont(m)
 	case *retryOut:
 		e.handleRetry(m)
+	case *timerFired:
+		e.handleTimer(m)
 	case *passivateReq:
 		if e.passivating {
 			return
@@ -221,6 +230,7 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *releaseWaiters:
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.ref))
 	case *actor.Stopping:
+		e.stopTimers()
 		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.dropOuts()
@@ -333,11 +343,19 @@ func (e *entity) handleInvoke(c *call) {
 			return
 		}
 	}
+	e.startSpan(env, name)
+	defer e.endSpan()
 	if !e.loaded {
 		if err := e.activate(); err != nil {
 			e.h.finish(c, errReply(env, err))
 			return
 		}
+	}
+	if have, stale := e.staleSender(c); stale {
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_FENCED,
+			"message from %s sent at epoch %d of shard %d, which %s has accepted messages from at epoch %d: its sender's shard moved on; nothing applied",
+			c.caller.Entity, c.fence.GetEpoch(), c.fence.GetShard(), e.ref, have)))
+		return
 	}
 	id := env.GetRequestId()
 	var hash uint64 // 0 for a co-located message, which is never encoded
@@ -364,7 +382,8 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
-	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}, msg)
+	out, panicked, herr := e.runHandler(e.traced(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}), msg)
+	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -395,6 +414,7 @@ func (e *entity) handleInvoke(c *call) {
 			rep = errReply(env, err)
 		}
 		e.flushOutbox(e.seq)
+		e.applyTimers()
 		e.hold(e.seq, c, rep, nil)
 		return
 	}
@@ -407,6 +427,7 @@ func (e *entity) handleInvoke(c *call) {
 		e.h.finish(c, errReply(env, err))
 		return
 	}
+	e.acceptSender(c)
 	if e.deferKey != "" {
 		w := &waiter{key: e.deferKey, id: id, hash: hash, calls: []*call{c}}
 		e.wait(w, c.deadline)
@@ -429,11 +450,15 @@ func (e *entity) handleInvoke(c *call) {
 		c.after = nil
 		return
 	}
-	e.remember(id, hash, rep)
+	added := 0
+	if !c.timer { // a timer's firing records no reply
+		e.remember(id, hash, rep)
+		added = 1
+	}
 	if c.after != nil {
 		e.after = append(e.after, *c.after)
 	}
-	if err := e.commit(1); err != nil {
+	if err := e.commit(added); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			if c.after != nil {
 				e.after = e.after[:len(e.after)-1]
@@ -495,6 +520,7 @@ func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
 // continuation runs.
 func (e *entity) begin() {
 	e.outbox = e.outbox[:0]
+	e.clearTimerOps()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 }
@@ -515,7 +541,7 @@ func (e *entity) commit(added int) error {
 	before := e.seq
 	state, err := e.beh.snapshot()
 	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
-		if size, ok := e.fit(len(state), added); !ok {
+		if size, ok := e.fit(len(state)+len(e.fences.encoded()), added); !ok {
 			e.unremember(added)
 			e.rollback()
 			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
@@ -536,6 +562,7 @@ func (e *entity) commit(added int) error {
 		delete(e.waiting, r.w.key)
 	}
 	e.flushOutbox(e.seq)
+	e.applyTimers()
 	for _, r := range resolved {
 		dep := e.seq
 		if r.early {
@@ -658,6 +685,7 @@ func handlerErrorProto(err error) *ordopb.Error {
 // messages the handler meant to send.
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
+	e.clearTimerOps()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if err := e.beh.load(e.lastState); err != nil {
@@ -850,9 +878,11 @@ func (e *entity) persist(state []byte) error {
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
 		state:  state,
 		recent: e.recentEnc[:n:n],
-		size:   len(state) + e.recentSize,
+		fences: e.fences.encoded(),
+		size:   len(state) + e.recentSize + len(e.fences.encoded()),
 		after:  e.after,
 		expect: expect,
+		span:   e.span,
 		done: func(err error) {
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
@@ -971,12 +1001,14 @@ func (e *entity) refused(cause error) {
 // the entity from storage.
 func (e *entity) reload(heldErr, waitErr *Error) {
 	e.gen++
+	e.stopTimers()
 	e.h.batcher.cancelEntity(e.ref, e.epoch)
 	e.failHeld(heldErr)
 	e.failWaiting(waitErr)
 	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
+	e.fences = nil
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -991,7 +1023,7 @@ func (e *entity) activate() error {
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.h.ctx, e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
 	var stored ordopb.EntityRecord
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
@@ -1009,6 +1041,11 @@ func (e *entity) activate() error {
 	if err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
 	}
+	fences, ok := loadSenderFences(&stored)
+	if !ok {
+		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
+	}
+	e.fences = fences
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()
@@ -1047,7 +1084,8 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 	runMD map[string]string, opts []RequestOption) {
 	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
 	out := &outMsg{
-		env:  &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.ref.Proto()},
+		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.ref.Proto(),
+			SenderFence: &ordopb.SenderFence{Shard: e.shard.id, Epoch: e.epoch}},
 		to:   ref,
 		cont: cont, policy: policy,
 	}
@@ -1231,6 +1269,8 @@ func (e *entity) handleCont(m *contDone) {
 	if out.cont == nil || !e.loaded || e.hookRan {
 		return // restarted meanwhile, or stopping: durable state carries the work
 	}
+	e.startContSpan(out)
+	defer e.endSpan()
 	e.begin()
 	var panicked any
 	func() {

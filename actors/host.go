@@ -27,8 +27,11 @@ import (
 // All methods are safe for concurrent use. Lock order: Host.mu, then a
 // shard's fenceMu is never taken while holding Host.mu.
 type Host struct {
-	cfg    HostConfig
-	store  persistence.Store
+	cfg   HostConfig
+	store persistence.Store // raw, or raw with spans (HostConfig.Tracer)
+	// raw is the store as given, for its optional interfaces
+	// (persistence.BatchLoader, Journal), which store may hide.
+	raw    persistence.Store
 	kinds  map[string]Kind
 	log    *slog.Logger
 	router Router
@@ -58,6 +61,7 @@ type Host struct {
 	// (entry.closing), for its next activation.
 	parked map[*entry][]*call
 
+	timers       atomic.Int64 // pending timers of every entity
 	activations  atomic.Uint64
 	passivations atomic.Uint64
 	overloaded   atomic.Uint64
@@ -138,6 +142,11 @@ type call struct {
 	shard *shardState
 	// caller is who sent the call, as admission established it.
 	caller Caller
+	// fence is the shard and epoch the sending entity sent the call under,
+	// when its caller is an entity (believed from a trusted sender only).
+	fence *ordopb.SenderFence
+	// timer: the call is a timer's firing (After), not a request.
+	timer bool
 	// deadline is the call's effective deadline, Unix nanoseconds: the
 	// envelope's, or HostConfig.DefaultDeadline from admission, capped at
 	// HostConfig.MaxDeadline. Never 0 once admitted.
@@ -165,7 +174,9 @@ type HostStats struct {
 	// LoadedRecords the records they asked for: with a store that is a
 	// persistence.BatchLoader, entities activating together share a read.
 	Loads, LoadedRecords uint64
-	Batch                BatchStats
+	// Timers is the number of timers (Context.After) pending.
+	Timers int64
+	Batch  BatchStats
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
@@ -177,9 +188,14 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 	if store == nil {
 		return nil, errors.New("actors: nil store")
 	}
+	raw := store
+	if cfg.Tracer != nil {
+		store = tracedStore{Store: store, tracer: cfg.Tracer}
+	}
 	h := &Host{
 		cfg:     cfg,
 		store:   store,
+		raw:     raw,
 		kinds:   make(map[string]Kind),
 		log:     cfg.Logger,
 		router:  cfg.Router,
@@ -226,7 +242,7 @@ func (h *Host) Start(ctx context.Context) error {
 			actor.WithMailbox(actor.UnboundedLockfree()))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg)
-		h.loader = newLoader(h.ctx, h.store, h.cfg.StoreTimeout)
+		h.loader = newLoader(h.ctx, h.store, h.raw, h.cfg.StoreTimeout)
 		go h.batcher.run(h.ctx)
 		h.bg.Add(1)
 		go h.sweepLoop()
@@ -555,6 +571,9 @@ func (h *Host) admit(from Caller, c *call) {
 		return
 	}
 	c.caller = caller
+	if caller.Class == CallerEntity {
+		c.fence = env.GetSenderFence()
+	}
 	now := timeNow().UnixNano()
 	c.deadline = h.deadlineOf(env.GetDeadlineUnixNano(), now)
 	if c.deadline <= now {
@@ -835,13 +854,18 @@ func (h *Host) shardLost(sh *shardState, err error) {
 
 // Invoke submits env and waits for its reply or the end of ctx. ctx's
 // deadline becomes the envelope's deadline when it has none, and ctx's
-// metadata (WithMetadata) its metadata when it has none.
+// metadata (WithMetadata) its metadata when it has none. With tracing on
+// (HostConfig.Tracer), ctx's span becomes the parent of the call's span
+// when the envelope carries no trace context.
 func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
 	}
 	if md := metadataOf(ctx); len(md) > 0 && len(env.GetMetadata()) == 0 {
 		env.Metadata = md
+	}
+	if h.cfg.Tracer != nil {
+		traceEnvelope(ctx, env)
 	}
 	ch := make(chan *ordopb.Reply, 1)
 	h.Submit(env, func(r *ordopb.Reply) { ch <- r })
@@ -859,7 +883,7 @@ func (h *Host) Stats() HostStats {
 	active, inflight := h.active, h.inflight
 	h.mu.Unlock()
 	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
-		Inflight: inflight, Overloaded: h.overloaded.Load(), DedupEntries: h.dedupEntries.Load()}
+		Inflight: inflight, Overloaded: h.overloaded.Load(), Timers: h.timers.Load(), DedupEntries: h.dedupEntries.Load()}
 	if h.loader != nil {
 		s.Loads, s.LoadedRecords = h.loader.stats()
 	}

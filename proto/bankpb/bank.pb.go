@@ -585,7 +585,10 @@ type Transfer struct {
 	Status TransferStatus         `protobuf:"varint,4,opt,name=status,proto3,enum=ordo.bank.v1.TransferStatus" json:"status,omitempty"`
 	// Why the transfer was rejected or compensated: a handler code such as
 	// "insufficient_funds" or "unknown_account".
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// How many times a step failed for a retryable reason and was retried
+	// after a backoff (RetryStep).
+	Retries       uint32 `protobuf:"varint,6,opt,name=retries,proto3" json:"retries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -653,6 +656,13 @@ func (x *Transfer) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Transfer) GetRetries() uint32 {
+	if x != nil {
+		return x.Retries
+	}
+	return 0
 }
 
 // SubmitTransfer starts a transfer; submitting the same transfer ID again
@@ -754,6 +764,43 @@ func (*GetTransfer) Descriptor() ([]byte, []int) {
 	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{12}
 }
 
+// RetryStep re-drives a transfer saga's current step.
+type RetryStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryStep) Reset() {
+	*x = RetryStep{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryStep) ProtoMessage() {}
+
+func (x *RetryStep) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryStep.ProtoReflect.Descriptor instead.
+func (*RetryStep) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{13}
+}
+
 // TransferState answers transfer requests.
 type TransferState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -768,7 +815,7 @@ type TransferState struct {
 
 func (x *TransferState) Reset() {
 	*x = TransferState{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +827,7 @@ func (x *TransferState) String() string {
 func (*TransferState) ProtoMessage() {}
 
 func (x *TransferState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +840,7 @@ func (x *TransferState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferState.ProtoReflect.Descriptor instead.
 func (*TransferState) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{13}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransferState) GetFrom() string {
@@ -868,18 +915,20 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\tCheckOpen\")\n" +
 	"\x06Forget\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
-	"transferId\"\x92\x01\n" +
+	"transferId\"\xac\x01\n" +
 	"\bTransfer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\x124\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1c.ordo.bank.v1.TransferStatusR\x06status\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"L\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
+	"\aretries\x18\x06 \x01(\rR\aretries\"L\n" +
 	"\x0eSubmitTransfer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\"\r\n" +
-	"\vGetTransfer\"\x97\x01\n" +
+	"\vGetTransfer\"\v\n" +
+	"\tRetryStep\"\x97\x01\n" +
 	"\rTransferState\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
@@ -905,10 +954,11 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
 	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
 	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
-	"\aaccount2\xbd\x01\n" +
+	"\aaccount2\x88\x02\n" +
 	"\x0fTransferService\x12K\n" +
 	"\x0eSubmitTransfer\x12\x1c.ordo.bank.v1.SubmitTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12M\n" +
-	"\vGetTransfer\x12\x19.ordo.bank.v1.GetTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\b\x01\x1a\x0e\u00a0\x19\n" +
+	"\vGetTransfer\x12\x19.ordo.bank.v1.GetTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\b\x01\x12I\n" +
+	"\tRetryStep\x12\x17.ordo.bank.v1.RetryStep\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x1a\x0e\u00a0\x19\n" +
 	"\n" +
 	"\btransferB*Z(github.com/ordo-actors/ordo/proto/bankpbb\x06proto3"
 
@@ -925,7 +975,7 @@ func file_proto_bankpb_bank_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_bankpb_bank_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_proto_bankpb_bank_proto_goTypes = []any{
 	(TransferStatus)(0),    // 0: ordo.bank.v1.TransferStatus
 	(*Account)(nil),        // 1: ordo.bank.v1.Account
@@ -941,13 +991,14 @@ var file_proto_bankpb_bank_proto_goTypes = []any{
 	(*Transfer)(nil),       // 11: ordo.bank.v1.Transfer
 	(*SubmitTransfer)(nil), // 12: ordo.bank.v1.SubmitTransfer
 	(*GetTransfer)(nil),    // 13: ordo.bank.v1.GetTransfer
-	(*TransferState)(nil),  // 14: ordo.bank.v1.TransferState
-	nil,                    // 15: ordo.bank.v1.Account.DebitsEntry
-	nil,                    // 16: ordo.bank.v1.Account.CreditsEntry
+	(*RetryStep)(nil),      // 14: ordo.bank.v1.RetryStep
+	(*TransferState)(nil),  // 15: ordo.bank.v1.TransferState
+	nil,                    // 16: ordo.bank.v1.Account.DebitsEntry
+	nil,                    // 17: ordo.bank.v1.Account.CreditsEntry
 }
 var file_proto_bankpb_bank_proto_depIdxs = []int32{
-	15, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
-	16, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
+	16, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
+	17, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
 	0,  // 2: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
 	0,  // 3: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
 	2,  // 4: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
@@ -960,18 +1011,20 @@ var file_proto_bankpb_bank_proto_depIdxs = []int32{
 	10, // 11: ordo.bank.v1.AccountService.Forget:input_type -> ordo.bank.v1.Forget
 	12, // 12: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
 	13, // 13: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
-	6,  // 14: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
-	6,  // 15: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
-	6,  // 16: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
-	6,  // 17: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
-	6,  // 18: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
-	6,  // 19: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
-	6,  // 20: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
-	6,  // 21: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
-	14, // 22: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
-	14, // 23: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
-	14, // [14:24] is the sub-list for method output_type
-	4,  // [4:14] is the sub-list for method input_type
+	14, // 14: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
+	6,  // 15: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
+	6,  // 16: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
+	6,  // 17: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
+	6,  // 18: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
+	6,  // 19: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
+	6,  // 20: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
+	6,  // 21: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
+	6,  // 22: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
+	15, // 23: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
+	15, // 24: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
+	15, // 25: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
+	15, // [15:26] is the sub-list for method output_type
+	4,  // [4:15] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -988,7 +1041,7 @@ func file_proto_bankpb_bank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_bankpb_bank_proto_rawDesc), len(file_proto_bankpb_bank_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

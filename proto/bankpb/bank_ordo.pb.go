@@ -266,6 +266,12 @@ func (c TransferServiceClient) GetTransfer(ctx context.Context, id string, req *
 	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
 }
 
+// RetryStep re-drives the saga from its status: the saga sends it to
+// itself, through a timer, after a step failed for a retryable reason.
+func (c TransferServiceClient) RetryStep(ctx context.Context, id string, req *RetryStep, opts ...actors.CallOption) (*TransferState, error) {
+	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
+}
+
 // TransferServiceServer is implemented by the handlers of an entity of kind
 // "transfer" whose state is S: each method handles the requests of its type, on
 // the entity's goroutine, one request at a time, with the entity's state in
@@ -289,6 +295,14 @@ type TransferServiceServer[S proto.Message] interface {
 	// GetTransfer handles GetTransfer requests. A read handler (actors.OnRead): it
 	// must not change c.State.
 	GetTransfer(c *actors.Context[S], req *GetTransfer) (*TransferState, error)
+
+	// RetryStep re-drives the saga from its status: the saga sends it to
+	// itself, through a timer, after a step failed for a retryable reason.
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	RetryStep(c *actors.Context[S], req *RetryStep) (*TransferState, error)
 }
 
 // TransferServiceHandlers returns the methods of srv as the handler options of
@@ -300,6 +314,8 @@ func TransferServiceHandlers[S proto.Message](srv TransferServiceServer[S]) []ac
 	return []actors.Option[S]{
 		actors.On[S, *SubmitTransfer, *TransferState](srv.SubmitTransfer),
 		actors.OnRead[S, *GetTransfer, *TransferState](srv.GetTransfer),
+		actors.On[S, *RetryStep, *TransferState](srv.RetryStep),
+		actors.Internal[S](new(RetryStep)),
 	}
 }
 
@@ -351,5 +367,11 @@ func (TransferServiceRequester[S]) SubmitTransfer(c *actors.Context[S], id strin
 // GetTransfer sends req to entity id and later runs then with the reply or the
 // error.
 func (TransferServiceRequester[S]) GetTransfer(c *actors.Context[S], id string, req *GetTransfer, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
+	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
+}
+
+// RetryStep sends req to entity id and later runs then with the reply or the
+// error.
+func (TransferServiceRequester[S]) RetryStep(c *actors.Context[S], id string, req *RetryStep, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
 	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
 }

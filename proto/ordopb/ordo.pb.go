@@ -189,7 +189,13 @@ type Envelope struct {
 	// sending node's runtime; unset for calls made by process code. The
 	// receiving node believes it only from a caller it trusts (a cluster
 	// node, or this process): from an external client it is ignored.
-	Sender        *EntityRef `protobuf:"bytes,6,opt,name=sender,proto3" json:"sender,omitempty"`
+	Sender *EntityRef `protobuf:"bytes,6,opt,name=sender,proto3" json:"sender,omitempty"`
+	// The sending entity's shard and its owner's fencing epoch when the
+	// message was sent, set with sender. A receiving entity keeps the
+	// highest epoch it has accepted from each sender shard and refuses a
+	// message from a lower one: a message of an owner the shard has since
+	// moved away from, delivered late. Believed only when sender is.
+	SenderFence   *SenderFence `protobuf:"bytes,7,opt,name=sender_fence,json=senderFence,proto3" json:"sender_fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +272,67 @@ func (x *Envelope) GetSender() *EntityRef {
 	return nil
 }
 
+func (x *Envelope) GetSenderFence() *SenderFence {
+	if x != nil {
+		return x.SenderFence
+	}
+	return nil
+}
+
+// SenderFence is the shard and fencing epoch an entity-to-entity message
+// was sent under.
+type SenderFence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SenderFence) Reset() {
+	*x = SenderFence{}
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SenderFence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SenderFence) ProtoMessage() {}
+
+func (x *SenderFence) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SenderFence.ProtoReflect.Descriptor instead.
+func (*SenderFence) Descriptor() ([]byte, []int) {
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SenderFence) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *SenderFence) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // Error is the wire form of an error.
 type Error struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -282,7 +349,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[2]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +361,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[2]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +374,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{2}
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Error) GetCode() Code {
@@ -351,7 +418,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[3]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +430,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[3]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +443,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{3}
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Reply) GetRequestId() string {
@@ -415,7 +482,7 @@ type DedupEntry struct {
 
 func (x *DedupEntry) Reset() {
 	*x = DedupEntry{}
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[4]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +494,7 @@ func (x *DedupEntry) String() string {
 func (*DedupEntry) ProtoMessage() {}
 
 func (x *DedupEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[4]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +507,7 @@ func (x *DedupEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupEntry.ProtoReflect.Descriptor instead.
 func (*DedupEntry) Descriptor() ([]byte, []int) {
-	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{4}
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DedupEntry) GetRequestId() string {
@@ -475,14 +542,20 @@ type EntityRecord struct {
 	// Incremented by every write of the entity.
 	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Replies to the most recent requests, oldest first.
-	Recent        []*DedupEntry `protobuf:"bytes,4,rep,name=recent,proto3" json:"recent,omitempty"`
+	Recent []*DedupEntry `protobuf:"bytes,4,rep,name=recent,proto3" json:"recent,omitempty"`
+	// The highest fencing epoch of each sender shard whose messages the
+	// entity accepted (Envelope.sender_fence): sender_epochs[i] is the
+	// epoch of shard sender_shards[i]; shards ascending, at most one entry
+	// per shard.
+	SenderShards  []uint32 `protobuf:"varint,5,rep,packed,name=sender_shards,json=senderShards,proto3" json:"sender_shards,omitempty"`
+	SenderEpochs  []int64  `protobuf:"varint,6,rep,packed,name=sender_epochs,json=senderEpochs,proto3" json:"sender_epochs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EntityRecord) Reset() {
 	*x = EntityRecord{}
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[5]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +567,7 @@ func (x *EntityRecord) String() string {
 func (*EntityRecord) ProtoMessage() {}
 
 func (x *EntityRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[5]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +580,7 @@ func (x *EntityRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityRecord.ProtoReflect.Descriptor instead.
 func (*EntityRecord) Descriptor() ([]byte, []int) {
-	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{5}
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EntityRecord) GetState() []byte {
@@ -538,6 +611,20 @@ func (x *EntityRecord) GetRecent() []*DedupEntry {
 	return nil
 }
 
+func (x *EntityRecord) GetSenderShards() []uint32 {
+	if x != nil {
+		return x.SenderShards
+	}
+	return nil
+}
+
+func (x *EntityRecord) GetSenderEpochs() []int64 {
+	if x != nil {
+		return x.SenderEpochs
+	}
+	return nil
+}
+
 var File_proto_ordopb_ordo_proto protoreflect.FileDescriptor
 
 const file_proto_ordopb_ordo_proto_rawDesc = "" +
@@ -545,7 +632,7 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x17proto/ordopb/ordo.proto\x12\aordo.v1\x1a\x19google/protobuf/any.proto\"/\n" +
 	"\tEntityRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xd9\x02\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x92\x03\n" +
 	"\bEnvelope\x12*\n" +
 	"\x06target\x18\x01 \x01(\v2\x12.ordo.v1.EntityRefR\x06target\x12\x1d\n" +
 	"\n" +
@@ -553,10 +640,14 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\apayload\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\apayload\x12,\n" +
 	"\x12deadline_unix_nano\x18\x04 \x01(\x03R\x10deadlineUnixNano\x12;\n" +
 	"\bmetadata\x18\x05 \x03(\v2\x1f.ordo.v1.Envelope.MetadataEntryR\bmetadata\x12*\n" +
-	"\x06sender\x18\x06 \x01(\v2\x12.ordo.v1.EntityRefR\x06sender\x1a;\n" +
+	"\x06sender\x18\x06 \x01(\v2\x12.ordo.v1.EntityRefR\x06sender\x127\n" +
+	"\fsender_fence\x18\a \x01(\v2\x14.ordo.v1.SenderFenceR\vsenderFence\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
+	"\vSenderFence\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x95\x01\n" +
 	"\x05Error\x12!\n" +
 	"\x04code\x18\x01 \x01(\x0e2\r.ordo.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
@@ -572,12 +663,14 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
 	"\x05reply\x18\x02 \x01(\v2\x0e.ordo.v1.ReplyR\x05reply\x12!\n" +
-	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"y\n" +
+	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"\xc3\x01\n" +
 	"\fEntityRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12+\n" +
-	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent*\xe2\x01\n" +
+	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent\x12#\n" +
+	"\rsender_shards\x18\x05 \x03(\rR\fsenderShards\x12#\n" +
+	"\rsender_epochs\x18\x06 \x03(\x03R\fsenderEpochs*\xe2\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x15\n" +
 	"\x11CODE_UNKNOWN_KIND\x10\x01\x12\x11\n" +
@@ -605,33 +698,35 @@ func file_proto_ordopb_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_ordopb_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(Code)(0),            // 0: ordo.v1.Code
 	(*EntityRef)(nil),    // 1: ordo.v1.EntityRef
 	(*Envelope)(nil),     // 2: ordo.v1.Envelope
-	(*Error)(nil),        // 3: ordo.v1.Error
-	(*Reply)(nil),        // 4: ordo.v1.Reply
-	(*DedupEntry)(nil),   // 5: ordo.v1.DedupEntry
-	(*EntityRecord)(nil), // 6: ordo.v1.EntityRecord
-	nil,                  // 7: ordo.v1.Envelope.MetadataEntry
-	(*anypb.Any)(nil),    // 8: google.protobuf.Any
+	(*SenderFence)(nil),  // 3: ordo.v1.SenderFence
+	(*Error)(nil),        // 4: ordo.v1.Error
+	(*Reply)(nil),        // 5: ordo.v1.Reply
+	(*DedupEntry)(nil),   // 6: ordo.v1.DedupEntry
+	(*EntityRecord)(nil), // 7: ordo.v1.EntityRecord
+	nil,                  // 8: ordo.v1.Envelope.MetadataEntry
+	(*anypb.Any)(nil),    // 9: google.protobuf.Any
 }
 var file_proto_ordopb_ordo_proto_depIdxs = []int32{
-	1, // 0: ordo.v1.Envelope.target:type_name -> ordo.v1.EntityRef
-	8, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
-	7, // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
-	1, // 3: ordo.v1.Envelope.sender:type_name -> ordo.v1.EntityRef
-	0, // 4: ordo.v1.Error.code:type_name -> ordo.v1.Code
-	8, // 5: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
-	3, // 6: ordo.v1.Reply.error:type_name -> ordo.v1.Error
-	4, // 7: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
-	5, // 8: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	1,  // 0: ordo.v1.Envelope.target:type_name -> ordo.v1.EntityRef
+	9,  // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
+	8,  // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
+	1,  // 3: ordo.v1.Envelope.sender:type_name -> ordo.v1.EntityRef
+	3,  // 4: ordo.v1.Envelope.sender_fence:type_name -> ordo.v1.SenderFence
+	0,  // 5: ordo.v1.Error.code:type_name -> ordo.v1.Code
+	9,  // 6: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
+	4,  // 7: ordo.v1.Reply.error:type_name -> ordo.v1.Error
+	5,  // 8: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
+	6,  // 9: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_proto_ordopb_ordo_proto_init() }
@@ -645,7 +740,7 @@ func file_proto_ordopb_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_ordopb_ordo_proto_rawDesc), len(file_proto_ordopb_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

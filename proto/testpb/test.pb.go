@@ -408,6 +408,93 @@ func (x *Echo) GetN() int64 {
 	return 0
 }
 
+// Arm sets (or, with cancel, cancels) count timers named name, name-1, …
+// that add delta to the counter after delay_millis; fail makes the run
+// fail after setting them.
+type Arm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DelayMillis   int64                  `protobuf:"varint,2,opt,name=delay_millis,json=delayMillis,proto3" json:"delay_millis,omitempty"`
+	Delta         int64                  `protobuf:"varint,3,opt,name=delta,proto3" json:"delta,omitempty"`
+	Cancel        bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Fail          bool                   `protobuf:"varint,5,opt,name=fail,proto3" json:"fail,omitempty"`
+	Count         int32                  `protobuf:"varint,6,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Arm) Reset() {
+	*x = Arm{}
+	mi := &file_proto_testpb_test_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Arm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Arm) ProtoMessage() {}
+
+func (x *Arm) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_testpb_test_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Arm.ProtoReflect.Descriptor instead.
+func (*Arm) Descriptor() ([]byte, []int) {
+	return file_proto_testpb_test_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Arm) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Arm) GetDelayMillis() int64 {
+	if x != nil {
+		return x.DelayMillis
+	}
+	return 0
+}
+
+func (x *Arm) GetDelta() int64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *Arm) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *Arm) GetFail() bool {
+	if x != nil {
+		return x.Fail
+	}
+	return false
+}
+
+func (x *Arm) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 var File_proto_testpb_test_proto protoreflect.FileDescriptor
 
 const file_proto_testpb_test_proto_rawDesc = "" +
@@ -438,7 +525,14 @@ const file_proto_testpb_test_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"\x14\n" +
 	"\x04Echo\x12\f\n" +
-	"\x01n\x18\x01 \x01(\x03R\x01nB*Z(github.com/ordo-actors/ordo/proto/testpbb\x06proto3"
+	"\x01n\x18\x01 \x01(\x03R\x01n\"\x94\x01\n" +
+	"\x03Arm\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdelay_millis\x18\x02 \x01(\x03R\vdelayMillis\x12\x14\n" +
+	"\x05delta\x18\x03 \x01(\x03R\x05delta\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12\x12\n" +
+	"\x04fail\x18\x05 \x01(\bR\x04fail\x12\x14\n" +
+	"\x05count\x18\x06 \x01(\x05R\x05countB*Z(github.com/ordo-actors/ordo/proto/testpbb\x06proto3"
 
 var (
 	file_proto_testpb_test_proto_rawDescOnce sync.Once
@@ -452,7 +546,7 @@ func file_proto_testpb_test_proto_rawDescGZIP() []byte {
 	return file_proto_testpb_test_proto_rawDescData
 }
 
-var file_proto_testpb_test_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_proto_testpb_test_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_proto_testpb_test_proto_goTypes = []any{
 	(*Counter)(nil), // 0: ordo.test.v1.Counter
 	(*Add)(nil),     // 1: ordo.test.v1.Add
@@ -461,10 +555,11 @@ var file_proto_testpb_test_proto_goTypes = []any{
 	(*Reject)(nil),  // 4: ordo.test.v1.Reject
 	(*Forward)(nil), // 5: ordo.test.v1.Forward
 	(*Echo)(nil),    // 6: ordo.test.v1.Echo
-	nil,             // 7: ordo.test.v1.Counter.LastSeqEntry
+	(*Arm)(nil),     // 7: ordo.test.v1.Arm
+	nil,             // 8: ordo.test.v1.Counter.LastSeqEntry
 }
 var file_proto_testpb_test_proto_depIdxs = []int32{
-	7, // 0: ordo.test.v1.Counter.last_seq:type_name -> ordo.test.v1.Counter.LastSeqEntry
+	8, // 0: ordo.test.v1.Counter.last_seq:type_name -> ordo.test.v1.Counter.LastSeqEntry
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
@@ -483,7 +578,7 @@ func file_proto_testpb_test_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_testpb_test_proto_rawDesc), len(file_proto_testpb_test_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

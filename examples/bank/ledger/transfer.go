@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/bankpb"
@@ -145,10 +147,43 @@ func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
 			finish(c, rejected, code)
 			return
 		}
-		debit(c) // not answered yet: resend
+		retryLater(c, err) // not answered yet
 		return
 	}
 	credit(c)
+}
+
+// Backoff of a saga's retries: retryBase doubled per retry, up to retryMax.
+const (
+	retryBase = 50 * time.Millisecond
+	retryMax  = 5 * time.Second
+)
+
+// retryLater re-drives the saga after a backoff, through a timer: a step
+// whose Request gave up (its retries, HostConfig.Retry, all failed for a
+// retryable reason: the account's node is down, overloaded or moving) is
+// not resent at once. The count of retries is durable, so the backoff
+// grows across activations; a timer does not outlive its activation, and
+// a saga that activates again re-drives its step at once (OnActivate).
+func retryLater(c *transferCtx, err error) {
+	n := c.State.Retries
+	c.State.Retries++
+	d := retryMax
+	if n < 7 {
+		d = min(retryBase<<n, retryMax)
+	}
+	if terr := c.After(d, "retry", &bankpb.RetryStep{}); terr != nil {
+		// The kind handles RetryStep and a saga sets one timer: a bug.
+		panic(fmt.Sprintf("ledger: transfer %s: %v (after %v)", c.Ref().ID, terr, err))
+	}
+}
+
+// RetryStep re-drives the saga from its durable status (see retryLater).
+func (transfers) RetryStep(c *transferCtx, _ *bankpb.RetryStep) (*bankpb.TransferState, error) {
+	if !Terminal(c.State.Status) && c.State.Status != unspecified {
+		step(c)
+	}
+	return state(c.State), nil
 }
 
 func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
@@ -161,7 +196,7 @@ func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
 			step(c)
 			return
 		}
-		credit(c)
+		retryLater(c, err)
 		return
 	}
 	finish(c, completed, "")
@@ -172,7 +207,7 @@ func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
 		return
 	}
 	if err != nil {
-		step(c) // a refund to an open account cannot fail for good: resend
+		retryLater(c, err) // a refund to an open account cannot fail for good
 		return
 	}
 	finish(c, compensated, c.State.Error)

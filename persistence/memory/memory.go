@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/btree"
+
 	"github.com/ordo-actors/ordo/persistence"
 )
 
@@ -21,6 +23,8 @@ type Store struct {
 	closed  bool
 	fences  map[uint32]int64
 	records map[key]persistence.Record
+	// due indexes the records with a due time, per shard (reminders.go).
+	due map[uint32]*btree.BTreeG[dueItem]
 
 	// Fault hooks, guarded by mu.
 	saveDelay time.Duration
@@ -34,8 +38,9 @@ type Store struct {
 	maxGroup  int
 
 	// Counters, guarded by mu.
-	saves    int
-	recsSeen int
+	saves      int
+	recsSeen   int
+	dueQueries int
 }
 
 type key struct{ kind, id string }
@@ -47,6 +52,7 @@ func New() *Store {
 	return &Store{
 		fences:  make(map[uint32]int64),
 		records: make(map[key]persistence.Record),
+		due:     make(map[uint32]*btree.BTreeG[dueItem]),
 		done:    make(chan struct{}),
 	}
 }
@@ -175,8 +181,11 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	}
 	for _, r := range recs {
 		if outcome[r.Shard] == nil {
-			r.Data = bytes.Clone(r.Data)
-			s.records[key{r.Kind, r.ID}] = r
+			r.Data, r.PrevDue = bytes.Clone(r.Data), 0
+			k := key{r.Kind, r.ID}
+			old, replaced := s.records[k]
+			s.index(old, replaced, r)
+			s.records[k] = r
 		}
 	}
 	if s.loseNext > 0 {

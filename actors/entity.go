@@ -87,6 +87,19 @@ type entity struct {
 	timerOps []timerOp
 	timerNew map[string]bool // names the run sets that were not pending
 	timerSeq uint64
+	// rem are the durable reminders as of the last write or load, and due
+	// the record's due time then (persistence.Record.Due: the earliest
+	// reminder's); remRun is the current run's copy once it changed one,
+	// remTouched the names it set or cancelled; firing is the reminder
+	// the run delivers (see reminder.go). dueFix is a stale index entry's
+	// due time, removed by the next write.
+	rem        reminderSet
+	remRun     *reminderSet
+	remTouched map[string]bool
+	firing     *firing
+	due        int64
+	dueFix     int64
+	reading    bool // a read handler runs
 
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
@@ -194,7 +207,11 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.self = ctx.Self()
 	case *invoke:
 		e.en.queued.Add(-1)
-		e.handleInvoke(m.c)
+		if m.c.remind != 0 {
+			e.handleRemind(m.c)
+		} else {
+			e.handleInvoke(m.c)
+		}
 	case *writeDone:
 		e.handleWriteDone(m)
 	case *contDone:
@@ -368,7 +385,9 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
+	e.firing, e.reading = c.firing, !write
 	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}, msg)
+	e.reading = false
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -385,6 +404,9 @@ func (e *entity) handleInvoke(c *call) {
 	if code, ok := contextErrorCode(herr); ok {
 		// The run's context ended (or a context the handler derived from
 		// it): no answer, nothing kept or recorded; a retry runs again.
+		if c.firing != nil {
+			c.firing.retry = true
+		}
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.ref, herr)))
 		return
@@ -506,6 +528,8 @@ func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
 func (e *entity) begin() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
+	e.clearReminderRun()
+	e.firing = nil
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 }
@@ -525,12 +549,16 @@ func (e *entity) commit(added int) error {
 	added += len(resolved)
 	before := e.seq
 	state, err := e.beh.snapshot()
-	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
-		if size, ok := e.fit(len(state)+len(e.fences.enc), added); !ok {
+	rem, remChanged := e.runReminders()
+	if err == nil && (added > 0 || e.dirty || remChanged || e.dueFix != 0 || string(state) != string(e.lastState)) {
+		if size, ok := e.fit(len(state)+len(e.fences.enc)+len(rem.enc), added); !ok {
 			e.unremember(added)
 			e.rollback()
-			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
-				e.ref, size, len(state), size-len(state), e.h.cfg.MaxStateBytes)
+			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, reminders %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
+				e.ref, size, len(state), len(rem.enc), size-len(state)-len(rem.enc), e.h.cfg.MaxStateBytes)
+		}
+		if remChanged {
+			e.rem = *rem
 		}
 		err = e.persist(state)
 	}
@@ -539,6 +567,11 @@ func (e *entity) commit(added int) error {
 		e.restart(err)
 		return err
 	}
+	if e.firing != nil {
+		e.firing.consumed = true
+		e.firing = nil
+	}
+	e.clearReminderRun()
 	for _, r := range resolved {
 		if r.w.timer != nil {
 			r.w.timer.Stop()
@@ -671,6 +704,7 @@ func handlerErrorProto(err error) *ordopb.Error {
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
+	e.clearReminderRun()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if err := e.beh.load(e.lastState); err != nil {
@@ -858,16 +892,28 @@ func (e *entity) persist(state []byte) error {
 			expect++
 		}
 	}
-	gen, seq, pid, root := e.gen, e.seq, e.self, e.h.system.Root
+	// The record's due time, and the one the store indexed it under so
+	// far (or a stale entry's, to remove).
+	due, prevDue := e.rem.earliest(), e.due
+	if e.dueFix != 0 {
+		prevDue, e.dueFix = e.dueFix, 0
+	}
+	e.due = due
+	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.shard
 	e.h.batcher.submit(write{
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
-		state:  state,
-		recent: e.recentEnc[:n:n],
-		fences: e.fences.enc,
-		size:   len(state) + e.recentSize + len(e.fences.enc),
+		state:     state,
+		recent:    e.recentEnc[:n:n],
+		fences:    e.fences.enc,
+		reminders: e.rem.enc,
+		due:       due, prevDue: prevDue,
+		size:   len(state) + e.recentSize + len(e.fences.enc) + len(e.rem.enc),
 		after:  e.after,
 		expect: expect,
 		done: func(err error) {
+			if err == nil && due > 0 {
+				sh.noteDue(due) // the host's reminder scan looks at the shard again
+			}
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
 	})
@@ -993,6 +1039,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 	e.fences = senderFences{}
+	e.rem, e.due, e.dueFix = reminderSet{}, 0, 0
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -1028,6 +1075,8 @@ func (e *entity) activate() error {
 	if !e.fences.load(&stored) {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
 	}
+	e.rem.load(&stored)
+	e.due = rec.Due
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()

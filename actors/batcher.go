@@ -10,6 +10,7 @@ import (
 
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -52,6 +53,8 @@ type write struct {
 	// done is called exactly once, from the batcher's goroutine, with nil
 	// when the write is durable or the reason it is not.
 	done func(error)
+	// span is the span of the run that made the write; nil: tracing off.
+	span trace.Span
 }
 
 // writeDep names write seq of the entity en (or any later one).
@@ -184,6 +187,7 @@ type batcher struct {
 	maxInFlight int
 	timeout     time.Duration
 	onBatch     func(int)
+	tracer      trace.Tracer // nil: no spans (trace.go)
 
 	// in carries writes and cancels in one channel, so that a cancel never
 	// overtakes a write the same entity submitted before it.
@@ -211,6 +215,7 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 		maxInFlight: cfg.BatchMaxInFlight,
 		timeout:     cfg.StoreTimeout,
 		onBatch:     cfg.OnBatch,
+		tracer:      cfg.Tracer,
 		in:          make(chan batchOp, 1024),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -482,7 +487,9 @@ func (b *batcher) run(parent context.Context) {
 		go func() {
 			sctx, cancel := context.WithTimeout(ctx, b.timeout)
 			defer cancel()
+			sctx, span := b.startSave(sctx, batch)
 			outcome, err := b.store.Save(sctx, recs)
+			endSave(span, outcome, err)
 			results <- saveResult{id: id, batch: batch, outcome: outcome, err: err}
 		}()
 		return true

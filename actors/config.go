@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Router delivers envelopes from entities to other entities (possibly on
@@ -147,6 +148,12 @@ type HostConfig struct {
 	// nobody can be told from anybody, and the saga messages of its own
 	// entities arrive unauthenticated. Default false.
 	TrustUnauthenticated bool
+	// Tracer, when set, makes OpenTelemetry spans of the calls entities
+	// handle, their continuations, the batcher's Saves and every store
+	// call, and carries each span's context in the metadata of the
+	// messages its run sends (see TracerName and the package doc). Default
+	// nil: no tracing, at the cost of a nil check per message.
+	Tracer trace.Tracer
 	// Logger receives the host's logs. Default slog.Default().
 	Logger *slog.Logger
 }

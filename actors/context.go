@@ -97,6 +97,9 @@ type runContext struct {
 	deadline int64             // Unix nanoseconds; 0: none
 	md       map[string]string // read-only
 	caller   *Caller           // read-only; nil: no request
+	// traced is parent carrying the run's span (HostConfig.Tracer), the
+	// base of the underlying context; nil when tracing is off.
+	traced context.Context
 
 	mu     sync.Mutex
 	ctx    context.Context
@@ -108,10 +111,14 @@ func (r *runContext) context() context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil {
+		base := r.parent
+		if r.traced != nil {
+			base = r.traced
+		}
 		if r.deadline != 0 {
-			r.ctx, r.cancel = context.WithDeadline(r.parent, time.Unix(0, r.deadline))
+			r.ctx, r.cancel = context.WithDeadline(base, time.Unix(0, r.deadline))
 		} else {
-			r.ctx, r.cancel = context.WithCancel(r.parent)
+			r.ctx, r.cancel = context.WithCancel(base)
 		}
 		if r.ended {
 			r.cancel()
@@ -163,6 +170,9 @@ func (r *runContext) value(key any) any {
 	if ctx != nil {
 		return ctx.Value(key)
 	}
+	if r.traced != nil {
+		return r.traced.Value(key)
+	}
 	return r.parent.Value(key)
 }
 
@@ -192,6 +202,7 @@ func (c *Context[S]) Done() <-chan struct{} { return c.run.context().Done() }
 func (c *Context[S]) Err() error { return c.run.err() }
 
 // Value implements context.Context. The request's metadata is read with
-// MetadataFrom or MetadataValue, its caller with CallerFrom; other keys
-// come from the context given to Host.Start.
+// MetadataFrom or MetadataValue, its caller with CallerFrom, the run's
+// span (HostConfig.Tracer) with trace.SpanFromContext; other keys come
+// from the context given to Host.Start.
 func (c *Context[S]) Value(key any) any { return c.run.value(key) }

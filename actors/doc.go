@@ -119,6 +119,17 @@
 // entity handles nothing else meanwhile); a handler that returns its
 // context's error gives no answer, and is rolled back.
 //
+// Tracing. With HostConfig.Tracer, a host makes OpenTelemetry spans of
+// the calls its entities handle ("ordo.handle", from activation to
+// commit), of continuations ("ordo.continue"), of the batcher's Saves
+// ("ordo.save", linked to the runs whose writes they carry) and of every
+// store call ("ordo.store.load", ".save", ".fence"). A handling span's
+// parent is the span whose context the envelope's metadata carries
+// (traceparent); the handler's Context carries the span
+// (trace.SpanFromContext), and its metadata the span's context, which the
+// messages it sends carry on: one trace follows a call through every
+// entity it reaches. Without a Tracer, each hook costs a nil check.
+//
 // Callers and authorization. A handler knows who sent its request
 // (Context.Caller, CallerFrom): an entity, a node of the cluster, this
 // process, an external client, or an unknown sender (plaintext). The host

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -79,27 +80,12 @@ type entity struct {
 	dirty     bool // the dedup window or fences changed since the last write
 	after     []writeDep
 	// fences are the highest epochs accepted from other shards' entities
-	// (see fence.go).
-	fences senderFences
-	// timers are the pending timers by name (After); timerOps the changes
-	// the current run made to them, applied if it succeeds.
-	timers   map[string]*entityTimer
-	timerOps []timerOp
-	timerNew map[string]bool // names the run sets that were not pending
-	timerSeq uint64
-	// rem are the durable reminders as of the last write or load, and due
-	// the record's due time then (persistence.Record.Due: the earliest
-	// reminder's); remRun is the current run's copy once it changed one,
-	// remTouched the names it set or cancelled; firing is the reminder
-	// the run delivers (see reminder.go). dueFix is a stale index entry's
-	// due time, removed by the next write.
-	rem        reminderSet
-	remRun     *reminderSet
-	remTouched map[string]bool
-	firing     *firing
-	due        int64
-	dueFix     int64
-	reading    bool // a read handler runs
+	// (see fence.go), nil when none.
+	fences *senderFences
+	tm     *timerSet      // nil until the first After
+	rm     *reminderState // nil while it has no reminders (see reminder.go)
+	// reading: a read handler runs (it may not change reminders).
+	reading bool
 
 	held   []held // replies and messages waiting for durability, in order
 	outbox []*outMsg
@@ -124,6 +110,8 @@ type entity struct {
 	waitIdx     map[string]*waiter
 	deferKey    string
 	resolutions []resolution
+
+	span trace.Span // of the call or continuation being run; nil: tracing off (trace.go)
 }
 
 // waiter is one deferred request and the duplicates that arrived while it
@@ -348,6 +336,8 @@ func (e *entity) handleInvoke(c *call) {
 			return
 		}
 	}
+	e.startSpan(env, name)
+	defer e.endSpan()
 	if !e.loaded {
 		if err := e.activate(); err != nil {
 			e.h.finish(c, errReply(env, err))
@@ -385,9 +375,11 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
-	e.firing, e.reading = c.firing, !write
-	out, panicked, herr := e.runHandler(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}, msg)
+	e.beginReminders(c.firing)
+	e.reading = !write
+	out, panicked, herr := e.runHandler(e.traced(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}), msg)
 	e.reading = false
+	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
@@ -528,8 +520,7 @@ func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
 func (e *entity) begin() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
-	e.clearReminderRun()
-	e.firing = nil
+	e.beginReminders(nil)
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 }
@@ -549,29 +540,22 @@ func (e *entity) commit(added int) error {
 	added += len(resolved)
 	before := e.seq
 	state, err := e.beh.snapshot()
-	rem, remChanged := e.runReminders()
-	if err == nil && (added > 0 || e.dirty || remChanged || e.dueFix != 0 || string(state) != string(e.lastState)) {
-		if size, ok := e.fit(len(state)+len(e.fences.enc)+len(rem.enc), added); !ok {
+	rem, remWrite := e.runReminders()
+	if err == nil && (added > 0 || e.dirty || remWrite || string(state) != string(e.lastState)) {
+		if size, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); !ok {
 			e.unremember(added)
 			e.rollback()
 			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, reminders %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
 				e.ref, size, len(state), len(rem.enc), size-len(state)-len(rem.enc), e.h.cfg.MaxStateBytes)
 		}
-		if remChanged {
-			e.rem = *rem
-		}
-		err = e.persist(state)
+		err = e.persist(state, rem)
 	}
 	if err != nil {
 		e.rollback()
 		e.restart(err)
 		return err
 	}
-	if e.firing != nil {
-		e.firing.consumed = true
-		e.firing = nil
-	}
-	e.clearReminderRun()
+	e.committedReminders()
 	for _, r := range resolved {
 		if r.w.timer != nil {
 			r.w.timer.Stop()
@@ -704,7 +688,7 @@ func handlerErrorProto(err error) *ordopb.Error {
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
-	e.clearReminderRun()
+	e.rollbackReminders()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if err := e.beh.load(e.lastState); err != nil {
@@ -881,7 +865,7 @@ func encodeRecent(d *ordopb.DedupEntry) []byte {
 // persist hands the entity's new state (encoded, and the rollback point
 // from now on) to the batcher, with the dedup window as it is now. The
 // record itself is encoded by the batcher, once per Save.
-func (e *entity) persist(state []byte) error {
+func (e *entity) persist(state []byte, rem *reminderSet) error {
 	e.seq++
 	e.lastState = state
 	e.dirty = false
@@ -892,24 +876,20 @@ func (e *entity) persist(state []byte) error {
 			expect++
 		}
 	}
-	// The record's due time, and the one the store indexed it under so
-	// far (or a stale entry's, to remove).
-	due, prevDue := e.rem.earliest(), e.due
-	if e.dueFix != 0 {
-		prevDue, e.dueFix = e.dueFix, 0
-	}
-	e.due = due
+	due, prevDue := e.commitReminders(rem)
 	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.shard
 	e.h.batcher.submit(write{
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
 		state:     state,
 		recent:    e.recentEnc[:n:n],
-		fences:    e.fences.enc,
-		reminders: e.rem.enc,
-		due:       due, prevDue: prevDue,
-		size:   len(state) + e.recentSize + len(e.fences.enc) + len(e.rem.enc),
-		after:  e.after,
-		expect: expect,
+		fences:    e.fences.encoded(),
+		reminders: rem.enc,
+		due:       due,
+		prevDue:   prevDue,
+		size:      len(state) + e.recentSize + len(e.fences.encoded()) + len(rem.enc),
+		after:     e.after,
+		expect:    expect,
+		span:      e.span,
 		done: func(err error) {
 			if err == nil && due > 0 {
 				sh.noteDue(due) // the host's reminder scan looks at the shard again
@@ -1038,8 +1018,8 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
-	e.fences = senderFences{}
-	e.rem, e.due, e.dueFix = reminderSet{}, 0, 0
+	e.fences = nil
+	e.rm = nil
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -1054,7 +1034,7 @@ func (e *entity) activate() error {
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.h.ctx, e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
 	var stored ordopb.EntityRecord
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
@@ -1072,11 +1052,12 @@ func (e *entity) activate() error {
 	if err != nil {
 		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
 	}
-	if !e.fences.load(&stored) {
+	fences, ok := loadSenderFences(&stored)
+	if !ok {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
 	}
-	e.rem.load(&stored)
-	e.due = rec.Due
+	e.fences = fences
+	e.loadReminders(&stored, rec.Due)
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()
@@ -1300,6 +1281,8 @@ func (e *entity) handleCont(m *contDone) {
 	if out.cont == nil || !e.loaded || e.hookRan {
 		return // restarted meanwhile, or stopping: durable state carries the work
 	}
+	e.startContSpan(out)
+	defer e.endSpan()
 	e.begin()
 	var panicked any
 	func() {

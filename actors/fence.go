@@ -34,8 +34,19 @@ type senderFences struct {
 	enc    []byte // fields 5 and 6 of EntityRecord; immutable once made
 }
 
+// encoded returns fields 5 and 6 of EntityRecord (nil: none).
+func (f *senderFences) encoded() []byte {
+	if f == nil {
+		return nil
+	}
+	return f.enc
+}
+
 // epoch returns the highest epoch accepted from shard (0: none).
 func (f *senderFences) epoch(shard uint32) int64 {
+	if f == nil {
+		return 0
+	}
 	if i, ok := slices.BinarySearch(f.shards, shard); ok {
 		return f.epochs[i]
 	}
@@ -76,16 +87,20 @@ func (f *senderFences) encode() []byte {
 	return protowire.AppendBytes(b, epochs)
 }
 
-// load sets f from a stored record. A record whose two lists disagree in
-// length or order is refused: it was not written by this runtime.
-func (f *senderFences) load(rec *ordopb.EntityRecord) bool {
+// loadSenderFences returns the fences of a stored record (nil: none), or
+// false for a record whose two lists disagree in length or order: it was
+// not written by this runtime.
+func loadSenderFences(rec *ordopb.EntityRecord) (*senderFences, bool) {
 	shards, epochs := rec.GetSenderShards(), rec.GetSenderEpochs()
 	if len(shards) != len(epochs) || !slices.IsSorted(shards) || len(slices.Compact(slices.Clone(shards))) != len(shards) {
-		return false
+		return nil, false
 	}
-	*f = senderFences{shards: shards, epochs: epochs}
+	if len(shards) == 0 {
+		return nil, true
+	}
+	f := &senderFences{shards: shards, epochs: epochs}
 	f.enc = f.encode()
-	return true
+	return f, true
 }
 
 // staleSender reports whether c is a message from an owner its sender's
@@ -103,6 +118,9 @@ func (e *entity) staleSender(c *call) (int64, bool) {
 // the run's write.
 func (e *entity) acceptSender(c *call) {
 	if sf := c.fence; sf != nil && sf.GetShard() != e.shard.id && sf.GetEpoch() > 0 {
+		if e.fences == nil {
+			e.fences = &senderFences{}
+		}
 		if e.fences.accept(sf.GetShard(), sf.GetEpoch()) {
 			e.dirty = true
 		}

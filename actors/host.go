@@ -28,8 +28,11 @@ import (
 // All methods are safe for concurrent use. Lock order: Host.mu, then a
 // shard's fenceMu is never taken while holding Host.mu.
 type Host struct {
-	cfg    HostConfig
-	store  persistence.Store
+	cfg   HostConfig
+	store persistence.Store // raw, or raw with spans (HostConfig.Tracer)
+	// raw is the store as given, for its optional interfaces
+	// (persistence.BatchLoader, Journal), which store may hide.
+	raw    persistence.Store
 	kinds  map[string]Kind
 	log    *slog.Logger
 	router Router
@@ -212,9 +215,14 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 	if store == nil {
 		return nil, errors.New("actors: nil store")
 	}
+	raw := store
+	if cfg.Tracer != nil {
+		store = tracedStore{Store: store, tracer: cfg.Tracer}
+	}
 	h := &Host{
 		cfg:     cfg,
 		store:   store,
+		raw:     raw,
 		kinds:   make(map[string]Kind),
 		log:     cfg.Logger,
 		router:  cfg.Router,
@@ -262,7 +270,7 @@ func (h *Host) Start(ctx context.Context) error {
 			actor.WithMailbox(actor.UnboundedLockfree()))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg)
-		h.loader = newLoader(h.ctx, h.store, h.cfg.StoreTimeout)
+		h.loader = newLoader(h.ctx, h.store, h.raw, h.cfg.StoreTimeout)
 		go h.batcher.run(h.ctx)
 		h.bg.Add(1)
 		go h.sweepLoop()
@@ -885,13 +893,18 @@ func (h *Host) shardLost(sh *shardState, err error) {
 
 // Invoke submits env and waits for its reply or the end of ctx. ctx's
 // deadline becomes the envelope's deadline when it has none, and ctx's
-// metadata (WithMetadata) its metadata when it has none.
+// metadata (WithMetadata) its metadata when it has none. With tracing on
+// (HostConfig.Tracer), ctx's span becomes the parent of the call's span
+// when the envelope carries no trace context.
 func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
 	}
 	if md := metadataOf(ctx); len(md) > 0 && len(env.GetMetadata()) == 0 {
 		env.Metadata = md
+	}
+	if h.cfg.Tracer != nil {
+		traceEnvelope(ctx, env)
 	}
 	ch := make(chan *ordopb.Reply, 1)
 	h.Submit(env, func(r *ordopb.Reply) { ch <- r })

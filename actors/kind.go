@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -396,7 +397,7 @@ func Request[S proto.Message, R proto.Message](c *Context[S], ref Ref, msg proto
 	c.ent.outgoing(ref, msg, requestID, func(payload *anypb.Any, err error) {
 		var zero R
 		b := c.ent.beh.(*typedBehavior[S])
-		c2 := b.context(runIn{md: md})
+		c2 := b.context(c.ent.traced(runIn{md: md}))
 		defer func() {
 			b.state = c2.State
 			c2.run.end()
@@ -438,6 +439,7 @@ type runIn struct {
 	deadline  int64             // Unix nanoseconds; 0: none
 	md        map[string]string // read-only
 	caller    *Caller           // nil: no request (a hook or continuation)
+	span      trace.Span        // the run's span; nil: tracing off
 }
 
 type typedBehavior[S proto.Message] struct {
@@ -453,8 +455,12 @@ func (k *KindOf[S]) newBehavior() behavior {
 func (b *typedBehavior[S]) bind(e *entity) { b.ent = e }
 
 func (b *typedBehavior[S]) context(in runIn) *Context[S] {
-	return &Context[S]{State: b.state, ent: b.ent, requestID: in.requestID,
+	c := &Context[S]{State: b.state, ent: b.ent, requestID: in.requestID,
 		run: runContext{parent: b.ent.shard.ctx, deadline: in.deadline, md: in.md, caller: in.caller}}
+	if in.span != nil {
+		c.run.traced = trace.ContextWithSpan(c.run.parent, in.span)
+	}
+	return c
 }
 
 func (b *typedBehavior[S]) load(data []byte) error {

@@ -43,30 +43,35 @@ type loader struct {
 }
 
 type loadReq struct {
+	ctx  context.Context // the caller's, for its values (a span)
 	key  persistence.Key
 	rec  persistence.Record
 	err  error
 	done chan struct{}
 }
 
-func newLoader(ctx context.Context, store persistence.Store, timeout time.Duration) *loader {
+// newLoader returns a loader over store; raw is store as given to the host
+// (store may wrap it, hiding its optional interfaces): reads of many
+// records go to raw's LoadMany, if it has one.
+func newLoader(ctx context.Context, store, raw persistence.Store, timeout time.Duration) *loader {
 	l := &loader{store: store, ctx: ctx, timeout: timeout}
-	l.many, _ = store.(persistence.BatchLoader)
+	l.many, _ = raw.(persistence.BatchLoader)
 	return l
 }
 
 // load returns the record of (kind, id), or an error matching
-// persistence.ErrNotFound, as Store.Load does. ctx bounds the wait only:
-// the read itself is bounded by the host's lifetime and the store timeout,
-// since other entities' loads may ride on it.
+// persistence.ErrNotFound, as Store.Load does. ctx is the caller's: with a
+// BatchLoader it bounds the wait only (the read is bounded by the host's
+// lifetime and the store timeout, since other entities' loads may ride on
+// it); without one it is the read's context, store timeout added.
 func (l *loader) load(ctx context.Context, kind, id string) (persistence.Record, error) {
 	if l.many == nil {
-		rctx, cancel := context.WithTimeout(l.ctx, l.timeout)
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 		l.count(1)
 		return l.store.Load(rctx, kind, id)
 	}
-	r := &loadReq{key: persistence.Key{Kind: kind, ID: id}, done: make(chan struct{})}
+	r := &loadReq{ctx: ctx, key: persistence.Key{Kind: kind, ID: id}, done: make(chan struct{})}
 	l.mu.Lock()
 	l.queue = append(l.queue, r)
 	lead := l.running < maxLoadsInFlight
@@ -116,18 +121,24 @@ func (l *loader) drain() {
 
 // read loads batch with one store call and completes its requests.
 func (l *loader) read(batch []*loadReq) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
-	defer cancel()
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
 		}
 	}()
 	if len(batch) == 1 {
+		// One entity's read: with its caller's values (its span), ended
+		// by the host's shutdown or the store timeout.
 		r := batch[0]
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), l.timeout)
+		stop := context.AfterFunc(l.ctx, cancel)
 		r.rec, r.err = l.store.Load(ctx, r.key.Kind, r.key.ID)
+		stop()
+		cancel()
 		return
 	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
+	defer cancel()
 	// A key may be asked for twice (an entity that stopped and activates
 	// again while its first load waits): ask once.
 	keys := make([]persistence.Key, 0, len(batch))

@@ -62,7 +62,7 @@ func TestLoaderCoalescesReads(t *testing.T) {
 	g := &gatedStore{Store: mem, gate: make(chan struct{})}
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := newLoader(hctx, g, 10*time.Second)
+	l := newLoader(hctx, g, g, 10*time.Second)
 
 	type result struct {
 		id   string
@@ -138,9 +138,9 @@ func TestLoaderCopiesSharedRecords(t *testing.T) {
 	out, err := mem.Save(ctx, []persistence.Record{{Kind: "k", ID: "a", Epoch: 1, Data: []byte("abc")}})
 	require.NoError(t, err)
 	require.NoError(t, out[0])
-	l := newLoader(ctx, mem, time.Second)
-	a, b := &loadReq{key: persistence.Key{Kind: "k", ID: "a"}, done: make(chan struct{})},
-		&loadReq{key: persistence.Key{Kind: "k", ID: "a"}, done: make(chan struct{})}
+	l := newLoader(ctx, mem, mem, time.Second)
+	a, b := &loadReq{ctx: ctx, key: persistence.Key{Kind: "k", ID: "a"}, done: make(chan struct{})},
+		&loadReq{ctx: ctx, key: persistence.Key{Kind: "k", ID: "a"}, done: make(chan struct{})}
 	l.read([]*loadReq{a, b})
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
@@ -153,17 +153,17 @@ func TestLoaderCopiesSharedRecords(t *testing.T) {
 func TestLoaderErrors(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.New()
-	l := newLoader(ctx, mem, time.Second)
+	l := newLoader(ctx, mem, mem, time.Second)
 	require.NoError(t, mem.Close())
-	a, b := &loadReq{key: persistence.Key{Kind: "k", ID: "a"}, done: make(chan struct{})},
-		&loadReq{key: persistence.Key{Kind: "k", ID: "b"}, done: make(chan struct{})}
+	a, b := &loadReq{ctx: ctx, key: persistence.Key{Kind: "k", ID: "a"}, done: make(chan struct{})},
+		&loadReq{ctx: ctx, key: persistence.Key{Kind: "k", ID: "b"}, done: make(chan struct{})}
 	l.read([]*loadReq{a, b})
 	require.ErrorIs(t, a.err, persistence.ErrClosed)
 	require.ErrorIs(t, b.err, persistence.ErrClosed)
 
 	g := &gatedStore{Store: memory.New(), gate: make(chan struct{})}
 	defer g.Close()
-	l = newLoader(ctx, g, time.Second)
+	l = newLoader(ctx, g, g, time.Second)
 	leaders := make(chan error, maxLoadsInFlight)
 	for i := range maxLoadsInFlight {
 		go func() {

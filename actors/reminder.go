@@ -195,6 +195,14 @@ func (s *reminderSet) load(rec *ordopb.EntityRecord) {
 	s.seal()
 }
 
+// recordDue returns the record's due time as of the last write or load.
+func (e *entity) recordDue() int64 {
+	if e.rm == nil {
+		return 0
+	}
+	return e.rm.due
+}
+
 // firing is one due reminder being delivered.
 type firing struct {
 	name string
@@ -213,13 +221,42 @@ func reminderRequestID(name string, due int64) string {
 	return "ordo.reminder/" + name + "/" + strconv.FormatInt(due, 10)
 }
 
+// reminderState is an entity's durable reminders, allocated when it has
+// any (loaded or set): entities that use none pay one pointer.
+type reminderState struct {
+	set reminderSet // as of the last write or load
+	// due is the record's due time as of the last write or load
+	// (persistence.Record.Due, the earliest reminder's): the index entry
+	// the next write moves.
+	due int64
+	// run is the current run's copy of set once it changed a reminder,
+	// touched the names it set or cancelled.
+	run     *reminderSet
+	touched map[string]bool
+	// firing is the reminder the current run delivers.
+	firing *firing
+	// fix is the due time of a stale index entry, removed by the next
+	// write.
+	fix int64
+}
+
+var noReminders reminderSet
+
+// reminders returns the reminders as of the last write or load.
+func (e *entity) reminders() *reminderSet {
+	if e.rm == nil {
+		return &noReminders
+	}
+	return &e.rm.set
+}
+
 // runReminderSet returns the reminders as the current run leaves them so
 // far.
 func (e *entity) runReminderSet() *reminderSet {
-	if e.remRun != nil {
-		return e.remRun
+	if e.rm != nil && e.rm.run != nil {
+		return e.rm.run
 	}
-	return &e.rem
+	return e.reminders()
 }
 
 // changeReminders returns the run's own copy of the reminders.
@@ -227,14 +264,17 @@ func (e *entity) changeReminders(name string) *reminderSet {
 	if e.reading {
 		panic("actors: a read handler may not change reminders (SetReminder, CancelReminder)")
 	}
-	if e.remRun == nil {
-		e.remRun = e.rem.clone()
+	if e.rm == nil {
+		e.rm = &reminderState{}
 	}
-	if e.remTouched == nil {
-		e.remTouched = make(map[string]bool)
+	if e.rm.run == nil {
+		e.rm.run = e.rm.set.clone()
 	}
-	e.remTouched[name] = true
-	return e.remRun
+	if e.rm.touched == nil {
+		e.rm.touched = make(map[string]bool)
+	}
+	e.rm.touched[name] = true
+	return e.rm.run
 }
 
 func (e *entity) setReminder(name string, due time.Time, period time.Duration, msg proto.Message) error {
@@ -273,21 +313,44 @@ func (e *entity) cancelReminder(name string) bool {
 	return e.changeReminders(name).remove(name)
 }
 
-// clearReminderRun forgets the current run's reminder changes.
-func (e *entity) clearReminderRun() {
-	e.remRun = nil
-	clear(e.remTouched)
+// beginReminders readies the reminders for a run; f is the firing it
+// delivers, if any.
+func (e *entity) beginReminders(f *firing) {
+	if e.rm == nil && f == nil {
+		return
+	}
+	if e.rm == nil {
+		e.rm = &reminderState{}
+	}
+	e.rollbackReminders()
+	e.rm.firing = f
+}
+
+// rollbackReminders forgets the current run's reminder changes, not the
+// firing it delivers: a run whose handler returned an error is rolled
+// back, and its answer, recorded, still consumes the firing.
+func (e *entity) rollbackReminders() {
+	if e.rm == nil {
+		return
+	}
+	e.rm.run = nil
+	clear(e.rm.touched)
 }
 
 // runReminders returns the reminders the run leaves (its changes, and the
 // advance of the reminder it fired unless it changed that one itself) and
-// whether they differ from the last write's.
+// whether the run must write: they differ from the last write's, or a
+// stale index entry is to be removed.
 func (e *entity) runReminders() (*reminderSet, bool) {
-	set, changed := &e.rem, false
-	if e.remRun != nil {
-		set, changed = e.remRun, true
+	rm := e.rm
+	if rm == nil {
+		return &noReminders, false
 	}
-	if f := e.firing; f != nil && !e.remTouched[f.name] {
+	set, changed := &rm.set, false
+	if rm.run != nil {
+		set, changed = rm.run, true
+	}
+	if f := rm.firing; f != nil && !rm.touched[f.name] {
 		if r, ok := set.get(f.name); ok && r.due == f.due {
 			if !changed {
 				set, changed = set.clone(), true
@@ -302,7 +365,53 @@ func (e *entity) runReminders() (*reminderSet, bool) {
 	if changed {
 		set.seal()
 	}
-	return set, changed
+	return set, changed || rm.fix != 0
+}
+
+// commitReminders makes set the reminders as of the write being made, and
+// returns the record's due time and the one the store indexed the entity
+// under so far (or a stale entry's, to remove): persistence.Record.Due
+// and PrevDue.
+func (e *entity) commitReminders(set *reminderSet) (due, prevDue int64) {
+	rm := e.rm
+	if rm == nil {
+		return 0, 0
+	}
+	if set != &rm.set {
+		rm.set = *set
+	}
+	due, prevDue = rm.set.earliest(), rm.due
+	if rm.fix != 0 {
+		prevDue, rm.fix = rm.fix, 0
+	}
+	rm.due = due
+	return due, prevDue
+}
+
+// committedReminders ends a run whose write was made: the firing it
+// delivered is consumed.
+func (e *entity) committedReminders() {
+	if e.rm == nil {
+		return
+	}
+	if e.rm.firing != nil {
+		e.rm.firing.consumed = true
+		e.rm.firing = nil
+	}
+	e.rollbackReminders()
+	if len(e.rm.set.list) == 0 && e.rm.due == 0 {
+		e.rm = nil // an entity without reminders keeps no state for them
+	}
+}
+
+// loadReminders sets the reminders from a stored record whose due time is
+// due.
+func (e *entity) loadReminders(rec *ordopb.EntityRecord, due int64) {
+	e.rm = nil
+	if len(rec.GetReminders()) > 0 || due != 0 {
+		e.rm = &reminderState{due: due}
+		e.rm.set.load(rec)
+	}
 }
 
 // handleRemind delivers the entity's due reminders: c is the host's
@@ -327,7 +436,7 @@ func (e *entity) handleRemind(c *call) {
 	}
 	now := timeNow().UnixNano()
 	var due []*reminder
-	for _, r := range e.rem.list {
+	for _, r := range e.reminders().list {
 		if r.due <= now {
 			due = append(due, r)
 		}
@@ -340,18 +449,21 @@ func (e *entity) handleRemind(c *call) {
 		}
 		// An earlier firing's run may have changed it; one set due again
 		// by its own run fires at a later delivery.
-		if cur, ok := e.rem.get(r.name); !ok || cur != r {
+		if cur, ok := e.reminders().get(r.name); !ok || cur != r {
 			continue
 		}
 		e.fire(r)
 		fired++
 	}
-	if e.loaded && fired == 0 && c.remind != e.due && e.seq == e.durable {
+	if e.loaded && fired == 0 && c.remind != e.recordDue() && e.seq == e.durable {
 		// Listed under a due time the entity's durable record does not
 		// have: an index entry left behind (see
 		// persistence.ReminderIndex). The next write removes it.
-		e.dueFix = c.remind
 		e.begin()
+		if e.rm == nil {
+			e.rm = &reminderState{}
+		}
+		e.rm.fix = c.remind
 		if err := e.commit(0); err != nil {
 			e.h.log.Warn("removing a stale reminder index entry failed", "entity", e.ref, "err", err)
 		}
@@ -390,7 +502,7 @@ func (e *entity) fire(r *reminder) {
 			"due", time.Unix(0, r.due), "err", ErrorFromProto(f.failed))
 	}
 	e.begin()
-	e.firing = f
+	e.beginReminders(f)
 	if err := e.commit(0); err != nil {
 		e.h.log.Warn("advancing a fired reminder failed", "entity", e.ref, "reminder", r.name, "err", err)
 	}

@@ -54,6 +54,15 @@ type entityTimer struct {
 	t     *time.Timer
 }
 
+// timerSet is an entity's timers, allocated by its first After: entities
+// that use none pay one pointer.
+type timerSet struct {
+	pending map[string]*entityTimer // by name
+	ops     []timerOp               // the current run's changes, applied if it succeeds
+	added   map[string]bool         // names the run sets that were not pending
+	seq     uint64                  // tokens
+}
+
 // timerOp is a timer change a run made, applied when the run succeeds.
 type timerOp struct {
 	name string
@@ -70,16 +79,19 @@ func (e *entity) setTimer(d time.Duration, name string, msg proto.Message) error
 	case !e.handles(msg):
 		return fmt.Errorf("actors: timer %q: kind %q has no handler for %s", name, e.ref.Kind, msg.ProtoReflect().Descriptor().FullName())
 	}
-	if _, pending := e.timers[name]; !pending && !e.timerNew[name] {
-		if len(e.timers)+len(e.timerNew) >= MaxTimers {
+	if e.tm == nil {
+		e.tm = &timerSet{}
+	}
+	if _, pending := e.tm.pending[name]; !pending && !e.tm.added[name] {
+		if len(e.tm.pending)+len(e.tm.added) >= MaxTimers {
 			return fmt.Errorf("actors: %s has %d timers pending (MaxTimers)", e.ref, MaxTimers)
 		}
-		if e.timerNew == nil {
-			e.timerNew = make(map[string]bool)
+		if e.tm.added == nil {
+			e.tm.added = make(map[string]bool)
 		}
-		e.timerNew[name] = true
+		e.tm.added[name] = true
 	}
-	e.timerOps = append(e.timerOps, timerOp{name: name, d: max(d, 0), msg: msg})
+	e.tm.ops = append(e.tm.ops, timerOp{name: name, d: max(d, 0), msg: msg})
 	return nil
 }
 
@@ -89,38 +101,44 @@ func (e *entity) handles(msg proto.Message) bool {
 }
 
 func (e *entity) cancelTimer(name string) bool {
+	if e.tm == nil {
+		return false
+	}
 	pending := false
-	if _, ok := e.timers[name]; ok {
+	if _, ok := e.tm.pending[name]; ok {
 		pending = true
 	}
-	for _, op := range e.timerOps {
+	for _, op := range e.tm.ops {
 		if op.name == name {
 			pending = op.msg != nil
 		}
 	}
-	delete(e.timerNew, name)
-	e.timerOps = append(e.timerOps, timerOp{name: name})
+	delete(e.tm.added, name)
+	e.tm.ops = append(e.tm.ops, timerOp{name: name})
 	return pending
 }
 
 // applyTimers carries out the timer changes of a run that succeeded.
 func (e *entity) applyTimers() {
-	for _, op := range e.timerOps {
-		if old, ok := e.timers[op.name]; ok {
+	if e.tm == nil {
+		return
+	}
+	for _, op := range e.tm.ops {
+		if old, ok := e.tm.pending[op.name]; ok {
 			old.t.Stop()
-			delete(e.timers, op.name)
+			delete(e.tm.pending, op.name)
 			e.h.timers.Add(-1)
 		}
 		if op.msg == nil {
 			continue
 		}
-		if e.timers == nil {
-			e.timers = make(map[string]*entityTimer)
+		if e.tm.pending == nil {
+			e.tm.pending = make(map[string]*entityTimer)
 		}
-		e.timerSeq++
-		fired := &timerFired{gen: e.gen, name: op.name, token: e.timerSeq}
+		e.tm.seq++
+		fired := &timerFired{gen: e.gen, name: op.name, token: e.tm.seq}
 		pid, root := e.self, e.h.system.Root
-		e.timers[op.name] = &entityTimer{token: fired.token, msg: op.msg,
+		e.tm.pending[op.name] = &entityTimer{token: fired.token, msg: op.msg,
 			t: time.AfterFunc(op.d, func() { root.Send(pid, fired) })}
 		e.h.timers.Add(1)
 	}
@@ -129,15 +147,21 @@ func (e *entity) applyTimers() {
 
 // clearTimerOps forgets the current run's timer changes.
 func (e *entity) clearTimerOps() {
-	e.timerOps = e.timerOps[:0]
-	clear(e.timerNew)
+	if e.tm == nil {
+		return
+	}
+	e.tm.ops = e.tm.ops[:0]
+	clear(e.tm.added)
 }
 
 // stopTimers cancels every pending timer (the activation ends).
 func (e *entity) stopTimers() {
-	for name, t := range e.timers {
+	if e.tm == nil {
+		return
+	}
+	for name, t := range e.tm.pending {
 		t.t.Stop()
-		delete(e.timers, name)
+		delete(e.tm.pending, name)
 		e.h.timers.Add(-1)
 	}
 	e.clearTimerOps()
@@ -146,11 +170,14 @@ func (e *entity) stopTimers() {
 // handleTimer runs a due timer's message, unless the timer was cancelled
 // or replaced, or the entity restarted, since it was set.
 func (e *entity) handleTimer(m *timerFired) {
-	t, ok := e.timers[m.name]
+	if e.tm == nil {
+		return
+	}
+	t, ok := e.tm.pending[m.name]
 	if m.gen != e.gen || !ok || t.token != m.token || e.passivating || e.drain != nil || e.stopping {
 		return
 	}
-	delete(e.timers, m.name)
+	delete(e.tm.pending, m.name)
 	e.h.timers.Add(-1)
 	c := &call{
 		env:      &ordopb.Envelope{Target: e.ref.Proto(), RequestId: "ordo.timer/" + m.name + "/" + strconv.FormatUint(m.token, 10)},

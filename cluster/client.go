@@ -14,6 +14,7 @@ import (
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ClientConfig configures a client-only process (Dial).
@@ -44,6 +45,11 @@ type ClientConfig struct {
 	Insecure bool
 	// Retry is how calls are retried.
 	Retry RetryPolicy
+	// TracerProvider, when set, makes spans of the client's calls and
+	// their attempts, whose context the calls carry to the nodes (see
+	// Config.TracerProvider). A call made under a context with a span is
+	// its child. Default nil: no tracing.
+	TracerProvider trace.TracerProvider
 	// Logger receives the client's logs, its etcd client's included.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -107,7 +113,8 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
 	c.tr = newTransport(cfg.Logger, cfg.TLS)
-	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger}
+	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger,
+		tracer: tracerOf(cfg.TracerProvider, TracerName, "")}
 	return c, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/placement"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Node. Start from DefaultConfig or DefaultLocalConfig,
@@ -125,7 +126,9 @@ type Config struct {
 	// request but /healthz and /readyz; a request without it, or with
 	// another, is answered 401. Read it from a file, never a command-line
 	// flag. It also guards Handler when mounted on a server of the
-	// caller's.
+	// caller's. The nodes of a cluster must share one token: a node's
+	// dashboard reads the other nodes' admin endpoints with its own (and
+	// only those of nodes that match their etcd registration).
 	AdminToken string
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
 	// endpoint. With AdminToken set, pprof requires the token, on any
@@ -136,8 +139,19 @@ type Config struct {
 	// RemoteAddr and GossipAddr are filled in by the node.
 	Placement placement.Config
 	// Host configures the entity runtime. Its Shards, Router, LeaseValid and
-	// OnShardLost are filled in by the node.
+	// OnShardLost are filled in by the node, and its Tracer when
+	// TracerProvider is set.
 	Host actors.HostConfig
+	// TracerProvider, when set, turns OpenTelemetry tracing on: spans of
+	// the calls the node routes ("ordo.call") and each of their attempts
+	// ("ordo.attempt"), and, through Host.Tracer, of entity handling,
+	// continuations, Saves and store calls (see package actors). A span's
+	// context travels in the envelope's metadata (W3C traceparent) to
+	// other nodes and entities, so one client call and everything it leads
+	// to are one trace. The node's tracers carry its ID as the scope
+	// attribute "ordo.node". Default nil: no tracing, at the cost of a nil
+	// check per call.
+	TracerProvider trace.TracerProvider
 	// Retry is how calls are retried.
 	Retry RetryPolicy
 	// Logger receives the node's logs, its etcd client's included.

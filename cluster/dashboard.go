@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/dashboard"
+	"github.com/ordo-actors/ordo/placement"
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -18,6 +19,10 @@ func (n *Node) dashboard() *dashboard.Hub {
 	n.dashOnce.Do(func() {
 		cfg := dashboard.DefaultConfig()
 		cfg.Logger = n.log
+		// The cluster's nodes share one admin token; it goes only to the
+		// admin addresses of members that match their registration
+		// (View).
+		cfg.Token = n.cfg.AdminToken
 		hub, err := dashboard.New(dashSource{n}, cfg)
 		if err != nil {
 			panic("cluster: the dashboard's default config is invalid: " + err.Error()) // a programming error
@@ -59,8 +64,15 @@ type gossipState struct {
 }
 
 // gossipStates lists this node and every member whose metadata names it
-// (by its memberlist name), alive or declared dead.
-func (m *membership) gossipStates(self string) []gossipState {
+// (by its memberlist name), alive or declared dead. Only a member that
+// matches its registration among nodes has its admin address listed: the
+// dashboard reads the others' admin endpoints with the admin token, which
+// must not go to an address a gossip member merely claims.
+func (m *membership) gossipStates(self string, nodes []placement.NodeInfo) []gossipState {
+	registered := make(map[string]placement.NodeInfo, len(nodes))
+	for _, info := range nodes {
+		registered[info.ID] = info
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []gossipState{{id: self, admin: m.meta.Admin, alive: true}}
@@ -68,7 +80,11 @@ func (m *membership) gossipStates(self string) []gossipState {
 		if name == self || !mem.metaOK || mem.meta.ID != name {
 			continue
 		}
-		out = append(out, gossipState{id: name, admin: mem.meta.Admin, alive: mem.alive})
+		st := gossipState{id: name, alive: mem.alive}
+		if info, ok := registered[name]; ok && identityMismatch(name, mem, info, true) == "" {
+			st.admin = mem.meta.Admin
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -215,7 +231,7 @@ func (s dashSource) View() dashboard.View {
 	// Every member gossip knows, registered or not: the dashboard shows
 	// registration and gossip side by side.
 	suspect := n.members.suspects()
-	for _, m := range n.members.gossipStates(n.cfg.NodeID) {
+	for _, m := range n.members.gossipStates(n.cfg.NodeID, table.Nodes()) {
 		st := dashboard.GossipDead
 		if m.alive {
 			st = dashboard.GossipAlive

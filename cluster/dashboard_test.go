@@ -361,3 +361,52 @@ func TestDashboardBeforeStartAndAfterStop(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/dashboard/events", nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 }
+
+// Nodes that share an admin token read each other's numbers with it: the
+// dashboard's page API shows every node reachable, while a request
+// without the token is still refused.
+func TestDashboardAdminToken(t *testing.T) {
+	e := newEnv(t, memory.New(), 8)
+	for i := 1; i <= 3; i++ {
+		cfg := e.config(fmt.Sprintf("n%d", i))
+		cfg.AdminAddr, cfg.AdminToken = "127.0.0.1:0", adminToken
+		e.start(cfg)
+	}
+	e.converged(e.nodes...)
+	state := func(n *cluster.Node, token string) (int, dashboard.Frame) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+n.AdminAddr()+"/dashboard/api/state", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var f dashboard.Frame
+		if resp.StatusCode == http.StatusOK {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&f))
+		}
+		return resp.StatusCode, f
+	}
+	for _, n := range e.nodes {
+		testutil.Eventually(t, 15*time.Second, 20*time.Millisecond, func() error {
+			code, f := state(n, adminToken)
+			if code != http.StatusOK {
+				return fmt.Errorf("%s: %d", n.ID(), code)
+			}
+			if len(f.Members) != len(e.nodes) {
+				return fmt.Errorf("%s shows %d members", n.ID(), len(f.Members))
+			}
+			for _, m := range f.Members {
+				if !m.Reachable {
+					return fmt.Errorf("%s shows %s unreachable: %s", n.ID(), m.ID, m.Error)
+				}
+			}
+			return nil
+		})
+		code, _ := state(n, "")
+		require.Equal(t, http.StatusUnauthorized, code, "%s answered without the token", n.ID())
+		code = adminGet(t, http.DefaultClient, "http", n.AdminAddr(), "/dashboard/api/node", "wrong-"+adminToken)
+		require.Equal(t, http.StatusUnauthorized, code, "%s answered a peer's read with a wrong token", n.ID())
+	}
+}

@@ -82,6 +82,20 @@
 // handlers the same runtime a node does. It implements actors.Invoker, so
 // unit tests of an application's kinds call it as they would a cluster.
 //
+// Tracing: with Config.TracerProvider (ClientConfig.TracerProvider in a
+// client), OpenTelemetry spans are made of every call the node routes
+// ("ordo.call": a caller's call or an entity's message), each of its
+// attempts ("ordo.attempt", named by the owner it went to), and, on the
+// owner, of its handling, the continuations, the Saves and store calls
+// (see package actors). Each attempt's envelope carries the attempt
+// span's context in its metadata (W3C traceparent), and a handler's
+// messages carry its own, so a client call and every entity-to-entity
+// message it leads to, on whatever nodes, are one trace. A call's parent
+// is its context's span, or else the context its envelope carries. Each
+// node's tracers carry its ID as the scope attribute "ordo.node". Without
+// a provider nothing is traced and nothing is added to envelopes; the
+// global otel provider is never used.
+//
 // Logging: a node, a client and an embedded etcd (package etcdembed) log
 // through log/slog; the zap logs of etcd's client and server are bridged
 // to the same logger.

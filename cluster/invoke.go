@@ -12,6 +12,7 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RetryPolicy says how calls are retried: exponential backoff with full
@@ -92,6 +93,7 @@ type router struct {
 	metrics *metrics
 	log     *slog.Logger
 	kinds   map[string]bool // the kinds the local host has; nil in a client
+	tracer  trace.Tracer    // nil: tracing off (trace.go)
 }
 
 // hosts reports whether the local host has kind.
@@ -118,6 +120,13 @@ func (r *router) missingKind(node, kind string) *actors.Error {
 
 // Invoke implements actors.Invoker.
 func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	if r.tracer != nil {
+		return r.tracedInvoke(ctx, env)
+	}
+	return r.invoke(ctx, env)
+}
+
+func (r *router) invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
 	}
@@ -140,7 +149,11 @@ func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 		var err error
 		var rep *ordopb.Reply
 		if actors.SenderCurrent(ctx) {
-			rep, err = r.attempt(ctx, shard, env, changed)
+			if r.tracer != nil {
+				rep, err = r.tracedAttempt(ctx, attempt, shard, env, changed)
+			} else {
+				rep, err = r.attempt(ctx, shard, env, changed)
+			}
 			if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
 				r.metrics.observeCall(ref.Kind, start, rep.GetError())
 				return rep, nil

@@ -116,7 +116,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	n.router = &router{self: n.cfg.NodeID, table: table, tr: n.tr, shards: int(n.cfg.Placement.Shards),
-		policy: n.cfg.Retry, metrics: n.metrics, log: n.log, kinds: make(map[string]bool)}
+		policy: n.cfg.Retry, metrics: n.metrics, log: n.log, kinds: make(map[string]bool),
+		tracer: tracerOf(n.cfg.TracerProvider, TracerName, n.cfg.NodeID)}
 	for _, k := range n.kinds {
 		n.router.kinds[k.Name()] = true
 	}
@@ -135,6 +136,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 	hc.OnBatch = func(records int) { n.metrics.batch.Observe(float64(records)) }
+	if n.cfg.TracerProvider != nil {
+		hc.Tracer = tracerOf(n.cfg.TracerProvider, actors.TracerName, n.cfg.NodeID)
+	}
 	if n.cfg.Insecure {
 		// Plaintext: no caller can be told from another, and this
 		// cluster's own entities' messages arrive unauthenticated.

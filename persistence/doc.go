@@ -15,6 +15,25 @@
 // epoch), call Fence(shard, epoch) before reading any state of the shard,
 // then Load and Save under that epoch.
 //
+// # Journals
+//
+// A Store may also implement Journal: an append-only journal of events per
+// entity, for event-sourced entities. Events travel in Record.Events and are
+// appended by Save in the same per-shard atomic step as the records' Data
+// (where an event-sourced entity keeps its snapshot and recent replies), so
+// fencing covers them exactly as it covers records: an append under a stale
+// epoch is refused and never visible. The store keeps each entity's
+// sequence numbers gapless itself, refusing a group whose events do not
+// continue the journal with a *SequenceError (ErrSequence).
+// Record.DeleteEventsBefore deletes events a snapshot covers, in the same
+// step as the Save that writes the snapshot, always keeping the last event.
+//
+// ReadEvents reads one entity's events from a sequence number (replay on
+// activation); ReadJournal follows the events of one kind, across all its
+// entities, in commit order per shard, from a stored Offset, never passing
+// over an event that commits later (projections, read models). Save's
+// contract and cost for records without events are unchanged.
+//
 // This package holds only the contract; drivers live in sub-packages
 // (persistence/memory, persistence/etcd, persistence/postgres) and the
 // conformance suite that every driver passes lives in persistence/storetest.

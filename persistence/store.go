@@ -19,6 +19,11 @@ const (
 // Record is one entity's stored form. Data is opaque to the store (the
 // runtime encodes state, sequence number and recent replies into it); Shard
 // and Epoch are what fencing checks.
+//
+// Events and DeleteEventsBefore change the entity's journal in the same
+// atomic step as Data (see Journal); only a Store that implements Journal
+// honours them, so a caller must not set them on any other Store. Load
+// never fills them.
 type Record struct {
 	Kind  string
 	ID    string
@@ -35,6 +40,17 @@ type Record struct {
 	// the old Due within its write (etcd) removes the record's index entry
 	// at PrevDue. Other drivers ignore it; Load returns 0.
 	PrevDue int64
+
+	// Events are appended to the entity's journal. Their Seqs are
+	// consecutive, and the first is the entity's last stored Seq + 1 (1
+	// for an entity without events); otherwise the shard's group is
+	// refused with a *SequenceError and nothing of it is written.
+	Events []Event
+	// DeleteEventsBefore, when non-zero, deletes the entity's events with
+	// Seq below it, except the entity's last event (counting Events), which
+	// is always kept so that sequence numbers continue. Events deleted
+	// leave ReadEvents and ReadJournal too.
+	DeleteEventsBefore uint64
 }
 
 // Store keeps entity records under per-shard fencing.
@@ -62,11 +78,14 @@ type Store interface {
 	// When err is nil, outcome has one entry for every shard in recs: nil
 	// when the shard's records are durable; an error matching ErrFenced when
 	// its fence differs (nothing of that shard was written); an error
-	// matching ErrTooLarge when the shard's records exceed a limit of the
-	// driver or its server, alone or together (nothing of that shard was
-	// written; the same records would be refused again); any other error
-	// when the outcome is unknown (the records may or may not be durable).
-	// One shard's failure never affects another shard's outcome.
+	// matching ErrSequence (a *SequenceError) when the fence matches but a
+	// record's Events do not follow the entity's journal (nothing of that
+	// shard was written); an error matching ErrTooLarge when the shard's
+	// records exceed a limit of the driver or its server, alone or together
+	// (nothing of that shard was written; the same records would be refused
+	// again); any other error when the outcome is unknown (the records may
+	// or may not be durable). One shard's failure never affects another
+	// shard's outcome.
 	//
 	// A non-nil err means the batch was refused as a whole before anything
 	// was written: invalid records (ErrInvalid), or a closed store (ErrClosed).
@@ -92,6 +111,8 @@ var (
 	// ErrTooLarge is wrapped by errors about records over a driver's size
 	// limit. As a Save outcome it means nothing of the shard was written.
 	ErrTooLarge = errors.New("persistence: record too large")
+	// ErrSequence matches every *SequenceError.
+	ErrSequence = errors.New("persistence: event sequence mismatch")
 )
 
 // FencedError reports a write or fence attempt under an epoch that is not
@@ -148,7 +169,8 @@ func ValidateEpoch(epoch int64) error {
 }
 
 // ValidateBatch checks a Save batch: valid keys and epochs, non-nil data, no
-// negative due time, no key twice, and one epoch per shard. Drivers call it before writing.
+// negative due time, no key twice, one epoch per shard, and valid events
+// (ValidateEvents). Drivers call it before writing.
 func ValidateBatch(recs []Record) error {
 	type key struct{ kind, id string }
 	seen := make(map[key]struct{}, len(recs))
@@ -166,6 +188,13 @@ func ValidateBatch(recs []Record) error {
 		}
 		if r.Due < 0 || r.PrevDue < 0 {
 			return fmt.Errorf("record %d (%s/%s): %w: negative due time", i, r.Kind, r.ID, ErrInvalid)
+		}
+		if err := ValidateEvents(r.Events); err != nil {
+			return fmt.Errorf("record %d (%s/%s): %w", i, r.Kind, r.ID, err)
+		}
+		if r.DeleteEventsBefore > MaxSeq {
+			return fmt.Errorf("record %d (%s/%s): %w: DeleteEventsBefore %d is above MaxSeq",
+				i, r.Kind, r.ID, ErrInvalid, r.DeleteEventsBefore)
 		}
 		k := key{r.Kind, r.ID}
 		if _, dup := seen[k]; dup {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/time/rate"
 )
 
 // Host is what a Node drives: the part of the runtime that runs a shard's
@@ -87,8 +88,8 @@ type Node struct {
 	acquiring  map[uint32]bool
 	releasing  map[uint32]bool
 	live       []string
-	desired    []string // desired[shard] over live; replaced, never mutated
-	bucket     tokenBucket
+	desired    []string      // desired[shard] over live; replaced, never mutated
+	handoffs   *rate.Limiter // paces handoffs (Config.HandoffRate, HandoffBurst)
 
 	life       context.Context // ends when Shutdown finishes
 	lifeCancel context.CancelFunc
@@ -130,7 +131,7 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 		acquiring: map[uint32]bool{},
 		releasing: map[uint32]bool{},
 		live:      live,
-		bucket:    newTokenBucket(cfg.HandoffRate, cfg.HandoffBurst),
+		handoffs:  rate.NewLimiter(rate.Limit(cfg.HandoffRate), cfg.HandoffBurst),
 		loopDone:  make(chan struct{}),
 	}, nil
 }
@@ -541,269 +542,4 @@ func (n *Node) watchSession(s *Session, sctx context.Context) {
 	n.wg.Add(1)
 	go n.revokeEnded(s.ID())
 	n.poke()
-}
-
-func (n *Node) loop(ctx context.Context) {
-	defer close(n.loopDone)
-	changes, unsub := n.table.Subscribe()
-	defer unsub()
-	resync := time.NewTicker(n.cfg.ResyncInterval)
-	defer resync.Stop()
-	backoff := n.cfg.RetryBackoff
-	var retryAt time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		case <-n.kick:
-		case <-resync.C:
-		}
-		n.mu.Lock()
-		s := n.sess
-		n.mu.Unlock()
-		if s == nil {
-			if n.suspend.Load() || time.Now().Before(retryAt) {
-				continue
-			}
-			err := n.openSession(ctx, n.cfg.sessionRequestTimeout())
-			if err != nil {
-				n.log.Warn("placement: cannot open a new session", "err", err, "retry_in", backoff)
-				retryAt = time.Now().Add(backoff)
-				backoff = min(2*backoff, n.cfg.LeaseTTL)
-				continue
-			}
-			backoff = n.cfg.RetryBackoff
-		}
-		n.reconcile(ctx)
-	}
-}
-
-// reconcile compares owned shards and the routing table with the desired
-// assignment: it acquires free shards this node should hold, hands off
-// (rate-limited) shards another registered live node should hold, and
-// drops shards whose lock vanished.
-func (n *Node) reconcile(ctx context.Context) {
-	n.mu.Lock()
-	s, sctx := n.sess, n.sessCtx
-	desiredOf := n.desired
-	n.mu.Unlock()
-	if s == nil || !s.Valid() || ctx.Err() != nil {
-		return
-	}
-	snap, rev := n.table.Snapshot()
-	self := n.cfg.NodeID
-	var acquire, handoff, vanished []uint32
-	n.mu.Lock()
-	for shard := uint32(0); shard < n.cfg.Shards; shard++ {
-		desired := desiredOf[shard]
-		o, taken := snap[shard]
-		if epoch, mine := n.owned[shard]; mine {
-			switch {
-			case !taken && rev >= epoch, taken && o.Epoch > epoch:
-				vanished = append(vanished, shard)
-			case desired != self && n.registered(desired) && !n.releasing[shard]:
-				handoff = append(handoff, shard)
-			}
-			continue
-		}
-		if taken || n.acquiring[shard] {
-			continue
-		}
-		if desired == self || !n.registered(desired) {
-			acquire = append(acquire, shard)
-			n.acquiring[shard] = true
-		}
-	}
-	n.mu.Unlock()
-
-	for _, shard := range vanished {
-		n.drop(s, shard)
-	}
-	for _, shard := range handoff {
-		if !n.bucket.take() {
-			break
-		}
-		n.mu.Lock()
-		epoch, mine := n.owned[shard]
-		if n.sess != s || !mine {
-			n.mu.Unlock()
-			continue
-		}
-		n.releasing[shard] = true
-		n.mu.Unlock()
-		n.handoffWG.Add(1)
-		go n.handoff(sctx, s, shard, epoch)
-	}
-	if len(acquire) > 0 {
-		n.acquireAll(sctx, s, acquire)
-	}
-}
-
-// registered reports whether id has a registry entry. Called with n.mu held.
-func (n *Node) registered(id string) bool {
-	_, ok := n.table.Node(id)
-	return ok
-}
-
-func (n *Node) acquireAll(sctx context.Context, s *Session, shards []uint32) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, n.cfg.AcquireConcurrency)
-	for _, shard := range shards {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			defer func() {
-				n.mu.Lock()
-				delete(n.acquiring, shard)
-				n.mu.Unlock()
-			}()
-			if sctx.Err() != nil {
-				return
-			}
-			rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
-			epoch, err := Acquire(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID())
-			cancel()
-			if err != nil {
-				if !errors.Is(err, ErrShardTaken) && sctx.Err() == nil {
-					n.log.Debug("placement: acquire failed", "shard", shard, "err", err)
-				}
-				return
-			}
-			n.adopt(s, shard, epoch)
-		}()
-	}
-	wg.Wait()
-}
-
-// adopt records a freshly acquired lock and tells the host, unless the
-// session ended meanwhile (the key then dies with the old lease, which
-// revokeEnded revokes).
-func (n *Node) adopt(s *Session, shard uint32, epoch int64) {
-	n.cbMu.Lock()
-	defer n.cbMu.Unlock()
-	n.mu.Lock()
-	if n.sess != s || !s.Valid() {
-		n.mu.Unlock()
-		return
-	}
-	n.owned[shard] = epoch
-	n.mu.Unlock()
-	n.host.Acquired(shard, epoch)
-}
-
-// drop forgets one shard whose lock vanished from etcd.
-func (n *Node) drop(s *Session, shard uint32) {
-	n.cbMu.Lock()
-	defer n.cbMu.Unlock()
-	n.mu.Lock()
-	if n.sess != s {
-		n.mu.Unlock()
-		return
-	}
-	if _, ok := n.owned[shard]; !ok {
-		n.mu.Unlock()
-		return
-	}
-	delete(n.owned, shard)
-	n.mu.Unlock()
-	n.log.Warn("placement: shard lock vanished; dropping it", "shard", shard)
-	n.host.Lost([]uint32{shard})
-}
-
-// handoff drains shard through the host, then deletes its lock.
-func (n *Node) handoff(sctx context.Context, s *Session, shard uint32, epoch int64) {
-	defer n.handoffWG.Done()
-	defer func() {
-		n.mu.Lock()
-		delete(n.releasing, shard)
-		n.mu.Unlock()
-		n.poke()
-	}()
-	if err := n.host.Release(sctx, shard, epoch); err != nil {
-		if sctx.Err() == nil {
-			n.log.Warn("placement: host could not release shard; keeping it", "shard", shard, "err", err)
-		}
-		return
-	}
-	n.mu.Lock()
-	if n.sess != s || n.owned[shard] != epoch {
-		n.mu.Unlock()
-		return
-	}
-	delete(n.owned, shard)
-	n.mu.Unlock()
-	n.releaseLock(sctx, shard, epoch)
-}
-
-// Relinquish gives shard up without calling the host, which has already
-// dropped it (storage fenced one of its writes): the lock is released if
-// it is still held at epoch, and the reconciler acquires the shard again
-// later, under a new epoch, if this node is still its desired owner. Safe
-// for concurrent use; it does not block.
-func (n *Node) Relinquish(shard uint32, epoch int64) {
-	n.mu.Lock()
-	if n.sess == nil || n.owned[shard] != epoch || n.sessCtx.Err() != nil {
-		n.mu.Unlock()
-		return
-	}
-	delete(n.owned, shard)
-	sctx := n.sessCtx
-	n.handoffWG.Add(1)
-	n.mu.Unlock()
-	n.log.Warn("placement: host gave up shard; releasing its lock", "shard", shard, "epoch", epoch)
-	go func() {
-		defer n.handoffWG.Done()
-		defer n.poke()
-		n.releaseLock(sctx, shard, epoch)
-	}()
-}
-
-// releaseLock deletes the shard's lock if it is still held at epoch,
-// retrying until it is gone or sctx ends.
-func (n *Node) releaseLock(sctx context.Context, shard uint32, epoch int64) {
-	backoff := n.cfg.RetryBackoff
-	for {
-		rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
-		err := Release(rctx, n.client, n.keys, shard, epoch)
-		cancel()
-		if err == nil || errors.Is(err, ErrNotOwner) || sctx.Err() != nil {
-			return
-		}
-		select {
-		case <-sctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, n.cfg.LeaseTTL)
-	}
-}
-
-// tokenBucket rate-limits handoffs. Used with Node.mu not held; it has its
-// own lock.
-type tokenBucket struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-func newTokenBucket(rate float64, burst int) tokenBucket {
-	return tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: time.Now()}
-}
-
-func (b *tokenBucket) take() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
-	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }

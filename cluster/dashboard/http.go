@@ -254,6 +254,9 @@ func (h *Hub) get(ctx context.Context, admin, path string, v any) error {
 	if err != nil {
 		return err
 	}
+	if h.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.cfg.Token)
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return err

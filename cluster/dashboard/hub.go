@@ -25,9 +25,12 @@ type Config struct {
 	// PeerTimeout bounds reading another node's numbers. Default 1s.
 	PeerTimeout time.Duration
 	// Client reads the other nodes' admin endpoints; nil makes one (closed
-	// when Run returns). Give one that authenticates when the admin
-	// endpoints require it.
+	// when Run returns).
 	Client *http.Client
+	// Token, when set, is sent as a bearer token ("Authorization: Bearer
+	// <token>") with every read of another node's admin endpoint: the
+	// nodes of a cluster share one admin token. Default "": none.
+	Token string
 	// Logger receives the hub's few logs. Default slog.Default().
 	Logger *slog.Logger
 }

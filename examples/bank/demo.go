@@ -18,6 +18,7 @@ import (
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/examples/bank/workload"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // opCounts counts finished operations for the progress bar. Safe for
@@ -61,6 +62,8 @@ type demoOptions struct {
 	noFsync  bool
 	cpuProf  string
 	dash     bool
+	trace    string // "": off; "-": stdout
+	ratio    float64
 	wl       workload.Config
 }
 
@@ -107,6 +110,9 @@ only if every invariant holds.`,
 	fs.BoolVar(&o.noFsync, "unsafe-no-fsync", false, "the embedded etcd skips fsync (faster on slow disks; unsafe)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.BoolVar(&o.dash, "dashboard", false, "serve every node's web dashboard (printed URLs) and keep the cluster up after the run, until Ctrl-C")
+	fs.StringVar(&o.trace, "trace", "", "record OpenTelemetry spans of --trace-ratio of the operations: --trace prints them to stdout, --trace=FILE writes them to FILE (one JSON object per line)")
+	fs.Lookup("trace").NoOptDefVal = "-"
+	fs.Float64Var(&o.ratio, "trace-ratio", 0.01, "fraction of the operations traced with --trace (each sampled operation is traced on every node it reaches)")
 	workloadFlags(cmd, &o.wl)
 	return cmd
 }
@@ -133,6 +139,9 @@ func (o *demoOptions) validate() error {
 	if !(o.killAt > 0 && o.killAt < 1) {
 		return usagef("--kill-at %v: want a fraction in (0, 1)", o.killAt)
 	}
+	if !(o.ratio >= 0 && o.ratio <= 1) {
+		return usagef("--trace-ratio %v: want a fraction in [0, 1]", o.ratio)
+	}
 	return validateWorkload(&o.wl)
 }
 
@@ -151,8 +160,32 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "bank demo: %d nodes, %s store, %d accounts × %d, %d clients for %v, zipf %.2f, seed %d\n",
 		o.nodes, o.store, o.wl.Accounts, o.balance, o.wl.Concurrency, o.wl.Duration, o.wl.Zipf, o.wl.Seed)
 
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	icfg := inproc.Config{Nodes: o.nodes, Store: o.store, PG: o.pg, UnsafeNoFsync: o.noFsync, Logger: logger(o.verbose, stderr)}
+	if o.trace != "" {
+		var w io.Writer
+		if o.trace == "-" {
+			sw := &syncWriter{w: stdout}
+			stdout, w = sw, sw
+		} else {
+			f, err := os.Create(o.trace)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			w = f
+		}
+		tp, err := stdoutProvider(w, o.ratio)
+		if err != nil {
+			return err
+		}
+		defer func() { // after the cluster closed: its last spans are written
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(sctx)
+		}()
+		icfg.Tracing = func(string) trace.TracerProvider { return tp }
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	if o.dash {
 		icfg.AdminAddr = "127.0.0.1:0"
 	}

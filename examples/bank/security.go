@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,21 +129,35 @@ func readSecretFile(flag, path string) (string, error) {
 // clientCertName is the certificate name `bank certs` gives the clients.
 const clientCertName = "client"
 
+// etcdCertDir is the subdirectory of `bank certs --dir` that holds the
+// etcd members' own CA and certificates.
+const etcdCertDir = "etcd"
+
 func newCertsCmd() *cobra.Command {
 	var (
-		dir          string
-		nodes, hosts []string
+		dir                   string
+		nodes, hosts, members []string
 	)
 	cmd := &cobra.Command{
-		Use:   "certs --dir D --nodes n1,n2,n3 [--hosts h1,h2]",
-		Short: "Write a CA, node certificates and a client certificate for a bank cluster's mutual TLS",
+		Use:   "certs --dir D --nodes n1,n2,n3 [--hosts h1,h2] [--etcd e1,e2,e3]",
+		Short: "Write a CA, node certificates and a client certificate for a bank cluster's mutual TLS (and etcd's)",
 		Long: `certs writes, into --dir, the PEM files of a bank cluster's mutual TLS:
 ca.pem and ca-key.pem (a new CA, or the one already in --dir, reused), for
 each node nX.pem and nX-key.pem (server and client authentication, valid for
 127.0.0.1, ::1, localhost and --hosts), and client.pem and client-key.pem
 (client authentication only) for the client commands. Keys are readable by
 their owner only. Give each process --tls-ca D/ca.pem and its own --tls-cert
-and --tls-key; keep ca-key.pem away from the nodes.`,
+and --tls-key; keep ca-key.pem away from the nodes.
+
+With --etcd, it also writes the files of etcd's TLS into D/etcd/, under a
+CA of their own (so that a certificate of the cluster's, a client's above
+all, gives no access to etcd): ca.pem and ca-key.pem, each member's eX.pem
+and eX-key.pem (server and client authentication, for its client and peer
+URLs: bank etcd --tls-ca D/etcd/ca.pem --tls-cert D/etcd/eX.pem --tls-key
+D/etcd/eX-key.pem), and the etcd client certificates of each node and of
+the clients, D/etcd/nX.pem and D/etcd/client.pem (client authentication
+only: --etcd-ca D/etcd/ca.pem --etcd-cert D/etcd/nX.pem --etcd-key
+D/etcd/nX-key.pem).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usagef("--dir is required")
@@ -150,39 +165,62 @@ and --tls-key; keep ca-key.pem away from the nodes.`,
 			if len(nodes) == 0 {
 				return usagef("--nodes is required")
 			}
-			for _, n := range append(append([]string(nil), nodes...), hosts...) {
+			for _, n := range slices.Concat(nodes, hosts, members) {
 				if n == "" {
-					return usagef("--nodes and --hosts take non-empty names")
+					return usagef("--nodes, --hosts and --etcd take non-empty names")
 				}
 			}
-			return writeCerts(cmd.OutOrStdout(), dir, nodes, hosts)
+			for _, m := range members {
+				if m == clientCertName || slices.Contains(nodes, m) {
+					return usagef("--etcd member %q: its certificate would share a name with a node's or the clients' etcd certificate", m)
+				}
+			}
+			if err := writeCerts(cmd.OutOrStdout(), dir, nodes, hosts); err != nil {
+				return err
+			}
+			if len(members) == 0 {
+				return nil
+			}
+			return writeEtcdCerts(cmd.OutOrStdout(), filepath.Join(dir, etcdCertDir), members, nodes, hosts)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&dir, "dir", "", "directory to write the files to, created if needed (required)")
 	fs.StringSliceVar(&nodes, "nodes", nil, "node IDs, comma-separated: one certificate each (required)")
-	fs.StringSliceVar(&hosts, "hosts", nil, "more host names or IP addresses the nodes are dialed by, comma-separated")
+	fs.StringSliceVar(&hosts, "hosts", nil, "more host names or IP addresses the nodes and etcd members are dialed by, comma-separated")
+	fs.StringSliceVar(&members, "etcd", nil, "etcd member names, comma-separated: also write etcd's CA, member and client certificates into DIR/etcd")
 	return cmd
 }
 
-// writeCerts writes the files `bank certs` describes and lists them on w.
-func writeCerts(w io.Writer, dir string, nodes, hosts []string) error {
+// caIn returns the CA kept in dir, or a new one named name written there.
+func caIn(w io.Writer, dir, name string) (*ordotls.CA, error) {
 	ca, err := ordotls.LoadCA(dir)
 	switch {
 	case err == nil:
 		fmt.Fprintf(w, "reusing the CA in %s\n", filepath.Join(dir, ordotls.CAFile))
+		return ca, nil
 	case errors.Is(err, os.ErrNotExist):
 		if _, serr := os.Stat(filepath.Join(dir, ordotls.CAFile)); serr == nil {
-			return fmt.Errorf("%s exists without its key %s: cannot issue certificates", filepath.Join(dir, ordotls.CAFile), ordotls.CAKeyFile)
+			return nil, fmt.Errorf("%s exists without its key %s: cannot issue certificates", filepath.Join(dir, ordotls.CAFile), ordotls.CAKeyFile)
 		}
-		if ca, err = ordotls.NewCA("ordo bank CA"); err != nil {
-			return err
+		if ca, err = ordotls.NewCA(name); err != nil {
+			return nil, err
 		}
 		if err := ca.WriteCA(dir); err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(w, "wrote %s and %s\n", filepath.Join(dir, ordotls.CAFile), filepath.Join(dir, ordotls.CAKeyFile))
+		return ca, nil
 	default:
+		return nil, err
+	}
+}
+
+// writeCerts writes the cluster's files `bank certs` describes and lists
+// them on w.
+func writeCerts(w io.Writer, dir string, nodes, hosts []string) error {
+	ca, err := caIn(w, dir, "ordo bank CA")
+	if err != nil {
 		return err
 	}
 	for _, n := range nodes {
@@ -197,5 +235,29 @@ func writeCerts(w io.Writer, dir string, nodes, hosts []string) error {
 		return err
 	}
 	fmt.Fprintf(w, "wrote %s and %s\n", f.Cert, f.Key)
+	return nil
+}
+
+// writeEtcdCerts writes etcd's files `bank certs --etcd` describes into
+// dir and lists them on w.
+func writeEtcdCerts(w io.Writer, dir string, members, nodes, hosts []string) error {
+	ca, err := caIn(w, dir, "ordo bank etcd CA")
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		f, err := ca.WriteNode(dir, m, hosts...)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s and %s\n", f.Cert, f.Key)
+	}
+	for _, n := range append(slices.Clone(nodes), clientCertName) {
+		f, err := ca.WriteClient(dir, n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s and %s\n", f.Cert, f.Key)
+	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -47,14 +48,23 @@ func newEtcdCmd() *cobra.Command {
 		initialCluster           string
 		maxTxnOps                uint
 		logLevel                 string
+		tlsCA, tlsCert, tlsKey   string
 	)
 	cmd := &cobra.Command{
-		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST",
+		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST [--tls-ca F --tls-cert F --tls-key F]",
 		Short: "Run one etcd member (etcd's own server code) until SIGTERM/SIGINT",
 		Long: `etcd runs a real etcd member through go.etcd.io/etcd/server/v3/embed, for
 multi-process clusters on machines without an installed etcd. The advertised
 URLs default to the listen URLs. --initial-cluster is etcd's own list,
-e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.`,
+e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
+
+With --tls-ca, --tls-cert and --tls-key the member serves its clients and
+its peers over TLS only (every URL https://) with its certificate (valid
+for server and client authentication), and requires of every client and
+peer a certificate issued by --tls-ca: bank certs --etcd e1,e2,e3 writes
+them all into DIR/etcd/, under a CA of their own. Without them the member
+speaks plaintext (every URL http://): anyone who reaches its ports can read
+and write placement and, with the etcd store, entity state.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return usagef("--name is required")
@@ -84,6 +94,27 @@ e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
 			if state != "new" && state != "existing" {
 				return usagef("--initial-cluster-state %q: want new or existing", state)
 			}
+			tlsOn := tlsCA != "" || tlsCert != "" || tlsKey != ""
+			if tlsOn && (tlsCA == "" || tlsCert == "" || tlsKey == "") {
+				return usagef("--tls-ca, --tls-cert and --tls-key go together")
+			}
+			want := "http"
+			if tlsOn {
+				want = "https"
+			}
+			for _, f := range []struct {
+				flag string
+				urls []url.URL
+			}{{"listen-client", lc}, {"listen-peer", lp}, {"advertise-client", ac}, {"advertise-peer", ap}} {
+				for _, u := range f.urls {
+					if u.Scheme != want {
+						if tlsOn {
+							return usagef("--%s %s: with --tls-* every URL is https://", f.flag, u.String())
+						}
+						return usagef("--%s %s: https:// needs --tls-ca, --tls-cert and --tls-key", f.flag, u.String())
+					}
+				}
+			}
 			cfg := embed.NewConfig()
 			cfg.Name = name
 			cfg.Dir = dir
@@ -98,6 +129,11 @@ e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
 			cfg.MaxTxnOps = maxTxnOps
 			cfg.LogLevel = logLevel
 			cfg.ListenMetricsUrls = nil
+			if tlsOn {
+				// Clients and peers alike present a certificate of the CA.
+				info := transport.TLSInfo{CertFile: tlsCert, KeyFile: tlsKey, TrustedCAFile: tlsCA, ClientCertAuth: true}
+				cfg.ClientTLSInfo, cfg.PeerTLSInfo = info, info
+			}
 			if err := cfg.Validate(); err != nil {
 				return usagef("etcd configuration: %v", err)
 			}
@@ -109,7 +145,12 @@ e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
 			ctx := cmd.Context()
 			select {
 			case <-e.Server.ReadyNotify():
-				fmt.Fprintf(cmd.OutOrStdout(), "etcd member %s ready: clients at %s\n", name, joinURLs(ac))
+				// The bound addresses: a port 0 is chosen at listen time.
+				var bound []string
+				for _, l := range e.Clients {
+					bound = append(bound, want+"://"+l.Addr().String())
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "etcd member %s ready: clients at %s\n", name, strings.Join(bound, ","))
 			case err := <-e.Err():
 				return fmt.Errorf("etcd member %s: %w", name, err)
 			case <-ctx.Done():
@@ -136,15 +177,10 @@ e.g. e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384.
 	fs.StringVar(&token, "initial-cluster-token", "ordo-bank", "initial cluster token")
 	fs.UintVar(&maxTxnOps, "max-txn-ops", 1024, "maximum operations per transaction (the etcd store batches up to this)")
 	fs.StringVar(&logLevel, "log-level", "warn", "etcd log level: debug, info, warn, error")
+	fs.StringVar(&tlsCA, "tls-ca", "", "CA bundle (PEM) every client's and peer's certificate must verify against (client certificate authentication; see bank certs --etcd)")
+	fs.StringVar(&tlsCert, "tls-cert", "", "the member's certificate (PEM) for its https:// client and peer URLs")
+	fs.StringVar(&tlsKey, "tls-key", "", "the member's certificate's private key (PEM)")
 	return cmd
-}
-
-func joinURLs(us []url.URL) string {
-	var s []string
-	for _, u := range us {
-		s = append(s, u.String())
-	}
-	return strings.Join(s, ",")
 }
 
 func newNodeCmd() *cobra.Command {
@@ -161,6 +197,7 @@ func newNodeCmd() *cobra.Command {
 		sec                       secFlags
 		adminTokenFile            string
 		gossipKey                 string
+		otlp                      otlpFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) --gossip-key FILE [--join HOST:PORT,...]",
@@ -228,6 +265,9 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 			if leaseTTL < time.Second || leaseTTL%time.Second != 0 {
 				return usagef("--lease-ttl %v: want a whole number of seconds >= 1s", leaseTTL)
 			}
+			if err := otlp.validate(); err != nil {
+				return err
+			}
 			if gossipKey != "" {
 				keys, err := cluster.ReadGossipKeys(gossipKey)
 				if err != nil {
@@ -236,6 +276,22 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 				cfg.GossipKeys = keys
 			}
 			ctx := cmd.Context()
+			tp, err := otlp.provider(ctx, id)
+			if err != nil {
+				return err
+			}
+			if tp != nil {
+				cfg.TracerProvider = tp
+				defer func() {
+					// Send the spans still buffered; a collector that is
+					// gone costs at most this long.
+					sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+					defer cancel()
+					if err := tp.Shutdown(sctx); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "node %s: flushing spans: %v\n", id, err)
+					}
+				}()
+			}
 			var st persistence.Store
 			switch store {
 			case "etcd":
@@ -332,6 +388,7 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 	fs.DurationVar(&drain, "drain-timeout", 30*time.Second, "bound on the graceful drain at SIGTERM/SIGINT")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not log to stderr")
 	fs.StringVar(&gossipKey, "gossip-key", "", "file of gossip encryption keys: base64, one per line, the first used to encrypt; reread on SIGHUP (empty: plaintext gossip)")
+	otlp.register(fs)
 	return cmd
 }
 

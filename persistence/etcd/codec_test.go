@@ -2,6 +2,8 @@ package etcdstore
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ordo-actors/ordo/persistence"
@@ -57,6 +59,91 @@ func FuzzParseFence(f *testing.F) {
 		// A fence the Save guard compares byte-wise must have one spelling.
 		if e <= 0 || formatFence(e) != string(b) {
 			t.Fatalf("%q parsed as %d", b, e)
+		}
+	})
+}
+
+// FuzzEventKey checks that an entity's event keys lie in its own range
+// and its kind's, and in no other entity's, and that they parse back.
+func FuzzEventKey(f *testing.F) {
+	f.Add("k", "a", "k", "a/b", uint64(1))
+	f.Add("k", "a", "k", "ab", uint64(99))
+	f.Add("k/a", "b", "k", "a/b", uint64(7))
+	f.Add("k", "a", "k%2Fa", "b", uint64(persistence.MaxSeq))
+	f.Fuzz(func(t *testing.T, k1, i1, k2, i2 string, seq uint64) {
+		if persistence.ValidateKey(k1, i1) != nil || persistence.ValidateKey(k2, i2) != nil || seq == 0 || seq > persistence.MaxSeq {
+			return
+		}
+		key := eventKey("/p/", k1, i1, seq)
+		in := func(key, prefix string) bool { return strings.HasPrefix(key, prefix) }
+		if !in(key, journalEntityPrefix("/p/", k1, i1)) || !in(key, journalKindPrefix("/p/", k1)) {
+			t.Fatalf("%q outside its own ranges", key)
+		}
+		if (k1 != k2 || i1 != i2) && in(key, journalEntityPrefix("/p/", k2, i2)) {
+			t.Fatalf("event key of (%q, %q) in the range of (%q, %q)", k1, i1, k2, i2)
+		}
+		if k1 != k2 && in(key, journalKindPrefix("/p/", k2)) {
+			t.Fatalf("event key of kind %q in the range of kind %q", k1, k2)
+		}
+		id, got, err := parseEventKey(strings.TrimPrefix(key, journalKindPrefix("/p/", k1)))
+		if err != nil || id != i1 || got != seq {
+			t.Fatalf("%q parses as (%q, %d, %v)", key, id, got, err)
+		}
+		// Keys of one entity sort by seq.
+		if seq > 1 && eventKey("/p/", k1, i1, seq-1) >= key {
+			t.Fatalf("seq %d does not sort before %d", seq-1, seq)
+		}
+	})
+}
+
+func FuzzParseEventKey(f *testing.F) {
+	f.Add("a\x0000000000000000000001")
+	f.Add("\x0000000000000000000001")
+	f.Add("a\x00-0000000000000000001")
+	f.Add("a\x0099999999999999999999")
+	f.Fuzz(func(t *testing.T, rest string) {
+		id, seq, err := parseEventKey(rest)
+		if err != nil {
+			return
+		}
+		if id == "" || seq == 0 || seq > persistence.MaxSeq || id+"\x00"+formatSeq(seq) != rest {
+			t.Fatalf("%q parsed as (%q, %d)", rest, id, seq)
+		}
+	})
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	f.Add([]byte(encodeEvent([]byte("x"))))
+	f.Add([]byte(encodeEvent(nil)))
+	f.Add([]byte{2, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		data, err := decodeEvent(b)
+		if err != nil {
+			return
+		}
+		if data == nil || encodeEvent(data) != string(b) {
+			t.Fatalf("%x decodes to %x", b, data)
+		}
+	})
+}
+
+// FuzzDecodeOffset checks that only offsets encodeOffset makes decode, and
+// that they decode to what was encoded.
+func FuzzDecodeOffset(f *testing.F) {
+	f.Add([]byte(encodeOffset(feedPos{rev: 1})))
+	f.Add([]byte(encodeOffset(feedPos{rev: 1 << 40, key: "a\x00" + formatSeq(3)})))
+	f.Add([]byte("e\x80\x01"))
+	f.Add([]byte("e\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodeOffset(persistence.Offset(b))
+		if err != nil {
+			if !errors.Is(err, persistence.ErrInvalid) {
+				t.Fatalf("%q: %v does not match ErrInvalid", b, err)
+			}
+			return
+		}
+		if string(encodeOffset(p)) != string(b) {
+			t.Fatalf("%q decodes to %+v, which encodes to %q", b, p, encodeOffset(p))
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -128,7 +129,7 @@ type Store struct {
 // lateTxn is a transaction whose Save no longer waits for it.
 type lateTxn struct{ cancel context.CancelFunc }
 
-var _ persistence.Store = (*Store)(nil)
+var _ persistence.Journal = (*Store)(nil)
 
 // New returns a Store over cli, which the caller owns and must keep open
 // until the Store is closed. New does no I/O.
@@ -217,18 +218,27 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 	return persistence.Record{Kind: kind, ID: id, Shard: shard, Epoch: epoch, Data: data}, nil
 }
 
-// group is one shard's records in a batch, encoded.
+// group is one shard's records in a batch, encoded as the operations of
+// its part of a transaction.
 type group struct {
 	shard uint32
 	epoch int64
 	fence string // fence key
-	keys  []string
-	vals  []string
-	guard int // estimated bytes of the guard and the read-back of the fence
-	size  int // estimated bytes in a transaction, guard and read-back included
+	nrecs int
+	ops   []clientv3.Op  // Then: the records' and events' puts, the deletes
+	cmps  []clientv3.Cmp // If, besides the fence: where the journals end
+	heads []head         // Else, besides the fence: the journals appended to
+	guard int            // estimated bytes of the group's If and Else parts
+	size  int            // estimated bytes in a transaction, guard included
 
-	tooBig    int    // estimated bytes of the group's largest record
-	tooBigKey string // and its kind/id
+	tooBig    int    // estimated bytes of the group's largest put
+	tooBigKey string // and what it writes
+}
+
+// head is a journal a group appends to, checked by the group's guard.
+type head struct {
+	kind, id string
+	first    uint64 // Seq of the first event appended
 }
 
 // Save implements persistence.Store; see the package documentation for how
@@ -241,7 +251,8 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		return nil, persistence.ErrClosed
 	}
 	outcome := make(map[uint32]error)
-	txns := s.plan(recs, outcome)
+	lasts := s.readHeads(ctx, recs, outcome)
+	txns := s.plan(recs, lasts, outcome)
 	if len(txns) == 1 {
 		s.commit(ctx, txns[0], outcome)
 		return outcome, nil
@@ -267,10 +278,37 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	return outcome, nil
 }
 
+// readHeads reads where the journals end of the records that delete events
+// without appending any, which the transaction must know to keep each
+// journal's last event. A failed read fails its shard (nothing of it is
+// written). Deleting below a journal's end read earlier is safe at any
+// later time: a journal's end only moves up, and is never deleted.
+func (s *Store) readHeads(ctx context.Context, recs []persistence.Record, outcome map[uint32]error) map[int]uint64 {
+	var lasts map[int]uint64
+	for i := range recs {
+		r := &recs[i]
+		if r.DeleteEventsBefore == 0 || len(r.Events) > 0 || outcome[r.Shard] != nil {
+			continue
+		}
+		last, err := s.lastSeq(ctx, r.Kind, r.ID)
+		if err != nil {
+			outcome[r.Shard] = fmt.Errorf("etcdstore: shard %d: read the journal of %s/%s: %w", r.Shard, r.Kind, r.ID, err)
+			continue
+		}
+		if lasts == nil {
+			lasts = make(map[int]uint64)
+		}
+		lasts[i] = last
+	}
+	return lasts
+}
+
 // plan groups recs by shard and packs the groups into transactions within
 // the configured limits. Groups that cannot fit even alone get an
-// ErrTooLarge outcome and are left out.
-func (s *Store) plan(recs []persistence.Record, outcome map[uint32]error) [][]*group {
+// ErrTooLarge outcome and are left out, as are groups that already have an
+// outcome. lasts holds where the journals end for records that delete
+// without appending (readHeads).
+func (s *Store) plan(recs []persistence.Record, lasts map[int]uint64, outcome map[uint32]error) [][]*group {
 	byShard := make(map[uint32]*group)
 	var order []*group
 	for i := range recs {
@@ -284,44 +322,109 @@ func (s *Store) plan(recs []persistence.Record, outcome map[uint32]error) [][]*g
 			byShard[r.Shard] = g
 			order = append(order, g)
 		}
-		k, v := entityKey(s.cfg.Prefix, r.Kind, r.ID), string(encodeRecord(r))
-		if n := len(k) + len(v) + opOverhead; n > g.tooBig {
-			g.tooBig, g.tooBigKey = n, r.Kind+"/"+r.ID
-		}
-		g.keys = append(g.keys, k)
-		g.vals = append(g.vals, v)
-		g.size += len(k) + len(v) + opOverhead
+		g.nrecs++
+		g.put(entityKey(s.cfg.Prefix, r.Kind, r.ID), string(encodeRecord(r)), "record "+r.Kind+"/"+r.ID)
+		s.planJournal(g, r, lasts[i])
 	}
 	limit := s.cfg.MaxRequestBytes - txnOverhead
 	var (
-		txns       [][]*group
-		cur        []*group
-		ops, bytes int
+		txns                   [][]*group
+		cur                    []*group
+		ops, ifs, elses, bytes int
 	)
 	for _, g := range order {
+		if outcome[g.shard] != nil {
+			continue
+		}
 		if g.tooBig+g.guard > limit {
-			outcome[g.shard] = fmt.Errorf("%w: shard %d: record %s needs about %d bytes, more than one etcd transaction may carry (MaxRequestBytes %d)",
+			outcome[g.shard] = fmt.Errorf("%w: shard %d: %s needs about %d bytes, more than one etcd transaction may carry (MaxRequestBytes %d)",
 				persistence.ErrTooLarge, g.shard, g.tooBigKey, g.tooBig, s.cfg.MaxRequestBytes)
 			continue
 		}
-		if len(g.keys) > s.cfg.MaxTxnOps || g.size > limit {
-			outcome[g.shard] = fmt.Errorf("%w: shard %d: %d records, about %d bytes, do not fit in one etcd transaction (MaxTxnOps %d, MaxRequestBytes %d)",
-				persistence.ErrTooLarge, g.shard, len(g.keys), g.size+txnOverhead, s.cfg.MaxTxnOps, s.cfg.MaxRequestBytes)
+		gIfs, gElses := 1+len(g.cmps), 1+len(g.heads)
+		if len(g.ops) > s.cfg.MaxTxnOps || gIfs > s.cfg.MaxTxnOps || gElses > s.cfg.MaxTxnOps || g.size > limit {
+			outcome[g.shard] = fmt.Errorf("%w: shard %d: %d records, %d writes, %d comparisons, about %d bytes, do not fit in one etcd transaction (MaxTxnOps %d, MaxRequestBytes %d)",
+				persistence.ErrTooLarge, g.shard, g.nrecs, len(g.ops), gIfs, g.size+txnOverhead, s.cfg.MaxTxnOps, s.cfg.MaxRequestBytes)
 			continue
 		}
-		// Then holds the puts; If and Else hold one operation per shard.
-		if len(cur) > 0 && (ops+len(g.keys) > s.cfg.MaxTxnOps || len(cur)+1 > s.cfg.MaxTxnOps || bytes+g.size > limit) {
+		// Then holds the writes; If holds the comparisons and Else the
+		// reads, each at most MaxTxnOps.
+		if len(cur) > 0 && (ops+len(g.ops) > s.cfg.MaxTxnOps || ifs+gIfs > s.cfg.MaxTxnOps ||
+			elses+gElses > s.cfg.MaxTxnOps || bytes+g.size > limit) {
 			txns = append(txns, cur)
-			cur, ops, bytes = nil, 0, 0
+			cur, ops, ifs, elses, bytes = nil, 0, 0, 0, 0
 		}
 		cur = append(cur, g)
-		ops += len(g.keys)
+		ops += len(g.ops)
+		ifs += gIfs
+		elses += gElses
 		bytes += g.size
 	}
 	if len(cur) > 0 {
 		txns = append(txns, cur)
 	}
 	return txns
+}
+
+// put adds a put of key to the group's writes; what names it in errors.
+func (g *group) put(key, val, what string) {
+	n := len(key) + len(val) + opOverhead
+	if n > g.tooBig {
+		g.tooBig, g.tooBigKey = n, what
+	}
+	g.ops = append(g.ops, clientv3.OpPut(key, val))
+	g.size += n
+}
+
+// planJournal adds r's journal changes to g: its events' puts guarded by
+// comparisons that hold only where the journal ends just before the first
+// of them, and the delete of the events r asks to delete. last is where
+// the journal ends when r deletes without appending.
+func (s *Store) planJournal(g *group, r *persistence.Record, last uint64) {
+	if len(r.Events) == 0 && r.DeleteEventsBefore == 0 {
+		return
+	}
+	ep := journalEntityPrefix(s.cfg.Prefix, r.Kind, r.ID)
+	end := clientv3.GetPrefixRangeEnd(ep)
+	below := persistence.DeleteBound(r, last) // events below it are deleted
+	if len(r.Events) > 0 {
+		first := r.Events[0].Seq
+		// The journal ends at first-1: that event exists (unless first is
+		// 1) and none from first on does. Journals are contiguous, and
+		// never lose their last event, so this is exact.
+		if first == 1 {
+			g.cmps = append(g.cmps, clientv3.Compare(clientv3.CreateRevision(ep), "=", 0).WithRange(end))
+			g.addGuard(len(ep) + len(end) + opOverhead)
+		} else {
+			prev, from := eventKey(s.cfg.Prefix, r.Kind, r.ID, first-1), eventKey(s.cfg.Prefix, r.Kind, r.ID, first)
+			g.cmps = append(g.cmps,
+				clientv3.Compare(clientv3.CreateRevision(prev), ">", 0),
+				clientv3.Compare(clientv3.CreateRevision(from), "=", 0).WithRange(end))
+			g.addGuard(len(prev) + len(from) + len(end) + 2*opOverhead)
+		}
+		// Where the journal ends, for the outcome should the guard fail.
+		g.heads = append(g.heads, head{kind: r.Kind, id: r.ID, first: first})
+		g.addGuard(len(ep) + len(end) + opOverhead)
+		for _, e := range r.Events {
+			if e.Seq >= below { // events below are deleted as they are appended
+				g.put(eventKey(s.cfg.Prefix, r.Kind, r.ID, e.Seq), encodeEvent(e.Data), fmt.Sprintf("event %d of %s/%s", e.Seq, r.Kind, r.ID))
+			}
+		}
+		// Stored events are all below first; new ones are not deleted by
+		// the range (etcd refuses a put inside a deleted range).
+		below = min(below, first)
+	}
+	if below > 1 {
+		del := clientv3.OpDelete(ep, clientv3.WithRange(eventKey(s.cfg.Prefix, r.Kind, r.ID, below)))
+		g.ops = append(g.ops, del)
+		g.size += 2*len(ep) + opOverhead
+	}
+}
+
+// addGuard counts n bytes of comparisons or reads in the group's guard.
+func (g *group) addGuard(n int) {
+	g.guard += n
+	g.size += n
 }
 
 // commit writes groups in one transaction guarded by their fences, dropping
@@ -334,10 +437,12 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 		var puts []clientv3.Op
 		for _, g := range groups {
 			cmps = append(cmps, clientv3.Compare(clientv3.Value(g.fence), "=", formatFence(g.epoch)))
+			cmps = append(cmps, g.cmps...)
 			gets = append(gets, clientv3.OpGet(g.fence))
-			for i := range g.keys {
-				puts = append(puts, clientv3.OpPut(g.keys[i], g.vals[i]))
+			for _, h := range g.heads {
+				gets = append(gets, s.journalEndOp(h.kind, h.id))
 			}
+			puts = append(puts, g.ops...)
 		}
 		resp, err := s.txn(ctx, groups, cmps, puts, gets)
 		if err != nil {
@@ -363,30 +468,53 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 			return
 		}
 		keep := groups[:0]
-		for i, g := range groups {
-			var have int64
-			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-				if have, err = parseFence(kvs[0].Value); err != nil {
-					out[g.shard] = fmt.Errorf("etcdstore: shard %d: %w", g.shard, err)
-					continue
-				}
-			}
-			if have != g.epoch {
-				out[g.shard] = &persistence.FencedError{Shard: g.shard, Have: g.epoch, Want: have}
+		at := 0
+		for _, g := range groups {
+			reads := resp.Responses[at : at+1+len(g.heads)]
+			at += len(reads)
+			if err := s.refused(g, reads); err != nil {
+				out[g.shard] = err
 				continue
 			}
 			keep = append(keep, g)
 		}
 		if len(keep) == len(groups) {
-			// The guard failed although every fence read back matches:
-			// impossible within one transaction; do not loop on it.
+			// The guard failed although every fence and journal read back
+			// matches: impossible within one transaction; do not loop on it.
 			for _, g := range groups {
-				out[g.shard] = fmt.Errorf("etcdstore: shard %d: transaction guard failed with matching fences", g.shard)
+				out[g.shard] = fmt.Errorf("etcdstore: shard %d: transaction guard failed with matching fences and journals", g.shard)
 			}
 			return
 		}
 		groups = keep
 	}
+}
+
+// refused tells from the Else reads of a failed transaction (g's fence,
+// then the ends of g's journals) why g's part of the guard failed: a
+// *FencedError, a *SequenceError, another error when a read cannot be
+// decoded, or nil when it held.
+func (s *Store) refused(g *group, reads []*etcdserverpb.ResponseOp) error {
+	var have int64
+	if kvs := reads[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		var err error
+		if have, err = parseFence(kvs[0].Value); err != nil {
+			return fmt.Errorf("etcdstore: shard %d: %w", g.shard, err)
+		}
+	}
+	if have != g.epoch {
+		return &persistence.FencedError{Shard: g.shard, Have: g.epoch, Want: have}
+	}
+	for i, h := range g.heads {
+		last, err := s.journalEnd(h.kind, reads[1+i].GetResponseRange())
+		if err != nil {
+			return fmt.Errorf("etcdstore: shard %d: %s/%s: %w", g.shard, h.kind, h.id, err)
+		}
+		if last+1 != h.first {
+			return &persistence.SequenceError{Shard: g.shard, Kind: h.kind, ID: h.id, First: h.first, Last: last}
+		}
+	}
+	return nil
 }
 
 // txn runs one transaction guarded by the fences of groups. It returns
@@ -448,14 +576,15 @@ func (s *Store) txn(ctx context.Context, groups []*group, cmps []clientv3.Cmp, p
 // fencedRecords counts the records of the groups a failed transaction's
 // Else branch shows fenced by another epoch.
 func fencedRecords(groups []*group, resp *clientv3.TxnResponse) int {
-	n := 0
-	for i, g := range groups {
+	n, at := 0, 0
+	for _, g := range groups {
 		var have int64
-		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := resp.Responses[at].GetResponseRange().Kvs; len(kvs) > 0 {
 			have, _ = parseFence(kvs[0].Value)
 		}
+		at += 1 + len(g.heads)
 		if have != g.epoch {
-			n += len(g.keys)
+			n += g.nrecs
 		}
 	}
 	return n

@@ -673,3 +673,126 @@ func TestLateSuccessIsNotCounted(t *testing.T) {
 		t.Fatalf("LateFenced = %d after a write that landed", n)
 	}
 }
+
+func events(first uint64, n int) []persistence.Event {
+	out := make([]persistence.Event, n)
+	for i := range out {
+		out[i] = persistence.Event{Seq: first + uint64(i), Data: []byte("e")}
+	}
+	return out
+}
+
+// Each event is one put of the transaction, and each journal appended to
+// one or two comparisons: a shard's group must fit MaxTxnOps in both, or
+// it fails alone with ErrTooLarge, writing nothing.
+func TestJournalTxnLimits(t *testing.T) {
+	s := newStore(t, newClient(t, endpoints), etcdstore.Config{})
+	fence(t, s, 1, 1)
+	fence(t, s, 2, 1)
+	save := func(recs ...persistence.Record) map[uint32]error {
+		t.Helper()
+		out, err := s.Save(t.Context(), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// The record and 127 events: 128 puts, the limit.
+	out := save(persistence.Record{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte{}, Events: events(1, serverMaxTxnOps-1)})
+	if out[1] != nil {
+		t.Fatalf("128 puts: %v", out[1])
+	}
+	// One more does not fit; shard 2 in the same batch is not affected.
+	out = save(
+		persistence.Record{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("x"), Events: events(serverMaxTxnOps, serverMaxTxnOps)},
+		persistence.Record{Kind: "k", ID: "b", Shard: 2, Epoch: 1, Data: []byte{}, Events: events(1, 1)},
+	)
+	if !errors.Is(out[1], persistence.ErrTooLarge) || out[2] != nil {
+		t.Fatalf("129 puts: %v", out)
+	}
+	if last, err := s.LastSeq(t.Context(), "k", "a"); err != nil || last != serverMaxTxnOps-1 {
+		t.Fatalf("LastSeq = %d, %v", last, err)
+	}
+	// 64 journals appended to past their first event need 1 + 128
+	// comparisons, one over the limit, though only 128 puts.
+	var recs []persistence.Record
+	for i := range 64 {
+		recs = append(recs, persistence.Record{Kind: "k", ID: fmt.Sprint("m", i), Shard: 2, Epoch: 1, Data: []byte{}, Events: events(1, 1)})
+	}
+	if out := save(recs...); out[2] != nil {
+		t.Fatalf("64 first events: %v", out[2])
+	}
+	for i := range recs {
+		recs[i].Events = events(2, 1)
+	}
+	out = save(recs...)
+	if !errors.Is(out[2], persistence.ErrTooLarge) || !strings.Contains(out[2].Error(), "129 comparisons") {
+		t.Fatalf("129 comparisons: %v", out[2])
+	}
+	if out := save(recs[:63]...); out[2] != nil {
+		t.Fatalf("127 comparisons: %v", out[2])
+	}
+}
+
+// Groups with events are packed into transactions by their puts, and a
+// transaction guarded on both fences and journals that fails for one
+// group is retried with the others.
+func TestJournalSplitsAndRetries(t *testing.T) {
+	cli, txns := countingClient(t)
+	s := newStore(t, cli, etcdstore.Config{})
+	var recs []persistence.Record
+	for sh := uint32(1); sh <= 3; sh++ {
+		fence(t, s, sh, 1)
+		recs = append(recs, persistence.Record{Kind: "k", ID: fmt.Sprint(sh), Shard: sh, Epoch: 1, Data: []byte{}, Events: events(1, 60)})
+	}
+	txns.Store(0)
+	out, err := s.Save(t.Context(), recs)
+	if err != nil || out[1] != nil || out[2] != nil || out[3] != nil {
+		t.Fatal(out, err)
+	}
+	if n := txns.Load(); n != 2 {
+		t.Fatalf("3 groups of 61 puts in %d transactions, want 2", n)
+	}
+	// Shard 2 out of sequence: one transaction fails on it, the next
+	// writes the others.
+	recs = []persistence.Record{
+		{Kind: "k", ID: "1", Shard: 1, Epoch: 1, Data: []byte{}, Events: events(61, 1)},
+		{Kind: "k", ID: "2", Shard: 2, Epoch: 1, Data: []byte{}, Events: events(60, 1)},
+		{Kind: "k", ID: "3", Shard: 3, Epoch: 1, Data: []byte{}, Events: events(61, 1)},
+	}
+	txns.Store(0)
+	out, err = s.Save(t.Context(), recs)
+	var se *persistence.SequenceError
+	if err != nil || out[1] != nil || out[3] != nil || !errors.As(out[2], &se) || se.Last != 60 {
+		t.Fatal(out, err)
+	}
+	if n := txns.Load(); n != 2 {
+		t.Fatalf("%d transactions, want 2 (guarded, then retried without shard 2)", n)
+	}
+}
+
+func TestJournalCorruptValues(t *testing.T) {
+	cli := newClient(t, endpoints)
+	prefix := newPrefix()
+	s := newStore(t, cli, etcdstore.Config{Prefix: prefix})
+	fence(t, s, 1, 1)
+	out, err := s.Save(t.Context(), []persistence.Record{{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte{}, Events: events(1, 2)}})
+	if err != nil || out[1] != nil {
+		t.Fatal(out, err)
+	}
+	if _, err := cli.Put(t.Context(), prefix+"journal/k/a\x0000000000000000000002", "\x09junk"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadEvents(t.Context(), "k", "a", 1, 10); !errors.Is(err, etcdstore.ErrCorrupt) {
+		t.Fatalf("ReadEvents over a corrupt event: %v", err)
+	}
+	if _, _, err := s.ReadJournal(t.Context(), "k", "", 10); !errors.Is(err, etcdstore.ErrCorrupt) {
+		t.Fatalf("ReadJournal over a corrupt event: %v", err)
+	}
+	if _, err := cli.Put(t.Context(), prefix+"journal/k/b\x00x", "\x01"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LastSeq(t.Context(), "k", "b"); !errors.Is(err, etcdstore.ErrCorrupt) {
+		t.Fatalf("LastSeq over a corrupt key: %v", err)
+	}
+}

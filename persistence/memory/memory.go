@@ -19,10 +19,13 @@ var ErrInjected = errors.New("memory: injected save failure")
 
 // Store is an in-memory persistence.Store. It is safe for concurrent use.
 type Store struct {
-	mu      sync.Mutex
-	closed  bool
-	fences  map[uint32]int64
-	records map[key]persistence.Record
+	mu       sync.Mutex
+	closed   bool
+	fences   map[uint32]int64
+	records  map[key]persistence.Record
+	journals map[key]*journal
+	feeds    map[string]*feed // by kind
+	lastOff  uint64           // offset of the last event appended, over all kinds
 	// due indexes the records with a due time, per shard (reminders.go).
 	due map[uint32]*btree.BTreeG[dueItem]
 
@@ -45,15 +48,17 @@ type Store struct {
 
 type key struct{ kind, id string }
 
-var _ persistence.Store = (*Store)(nil)
+var _ persistence.Journal = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		fences:  make(map[uint32]int64),
-		records: make(map[key]persistence.Record),
-		due:     make(map[uint32]*btree.BTreeG[dueItem]),
-		done:    make(chan struct{}),
+		fences:   make(map[uint32]int64),
+		records:  make(map[key]persistence.Record),
+		journals: make(map[key]*journal),
+		feeds:    make(map[string]*feed),
+		due:      make(map[uint32]*btree.BTreeG[dueItem]),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -158,14 +163,19 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	if s.maxData > 0 || s.maxGroup > 0 {
 		group := make(map[uint32]int)
 		for _, r := range recs {
-			group[r.Shard]++
+			group[r.Shard] += 1 + len(r.Events)
 			if s.maxData > 0 && len(r.Data) > s.maxData {
 				outcome[r.Shard] = fmt.Errorf("%w: record %s/%s has %d bytes of data, limit %d", persistence.ErrTooLarge, r.Kind, r.ID, len(r.Data), s.maxData)
+			}
+			for _, e := range r.Events {
+				if s.maxData > 0 && len(e.Data) > s.maxData {
+					outcome[r.Shard] = fmt.Errorf("%w: event %d of %s/%s has %d bytes of data, limit %d", persistence.ErrTooLarge, e.Seq, r.Kind, r.ID, len(e.Data), s.maxData)
+				}
 			}
 		}
 		for sh, n := range group {
 			if s.maxGroup > 0 && n > s.maxGroup && outcome[sh] == nil {
-				outcome[sh] = fmt.Errorf("%w: shard %d has %d records, limit %d", persistence.ErrTooLarge, sh, n, s.maxGroup)
+				outcome[sh] = fmt.Errorf("%w: shard %d has %d records and events, limit %d", persistence.ErrTooLarge, sh, n, s.maxGroup)
 			}
 		}
 	}
@@ -179,13 +189,18 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 			outcome[r.Shard] = nil
 		}
 	}
-	for _, r := range recs {
-		if outcome[r.Shard] == nil {
-			r.Data, r.PrevDue = bytes.Clone(r.Data), 0
-			k := key{r.Kind, r.ID}
-			old, replaced := s.records[k]
-			s.index(old, replaced, r)
-			s.records[k] = r
+	for i := range recs {
+		r := &recs[i]
+		if outcome[r.Shard] != nil || len(r.Events) == 0 {
+			continue
+		}
+		if last := s.journals[key{r.Kind, r.ID}].last(); r.Events[0].Seq != last+1 {
+			outcome[r.Shard] = &persistence.SequenceError{Shard: r.Shard, Kind: r.Kind, ID: r.ID, First: r.Events[0].Seq, Last: last}
+		}
+	}
+	for i := range recs {
+		if outcome[recs[i].Shard] == nil {
+			s.apply(&recs[i])
 		}
 	}
 	if s.loseNext > 0 {
@@ -197,6 +212,51 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		}
 	}
 	return outcome, nil
+}
+
+// apply writes r, whose group has passed every check. s.mu is held.
+func (s *Store) apply(r *persistence.Record) {
+	k := key{r.Kind, r.ID}
+	stored := *r
+	stored.Data = bytes.Clone(r.Data)
+	stored.Events, stored.DeleteEventsBefore, stored.PrevDue = nil, 0, 0
+	old, replaced := s.records[k]
+	s.index(old, replaced, stored)
+	s.records[k] = stored
+	j := s.journals[k]
+	if len(r.Events) > 0 {
+		f := s.feeds[r.Kind]
+		if f == nil {
+			f = &feed{}
+			s.feeds[r.Kind] = f
+		}
+		if j == nil {
+			j = &journal{first: r.Events[0].Seq}
+			s.journals[k] = j
+		}
+		for _, e := range r.Events {
+			data := bytes.Clone(e.Data)
+			if data == nil {
+				data = []byte{}
+			}
+			j.data = append(j.data, data)
+			s.lastOff++
+			f.entries = append(f.entries, feedEntry{off: s.lastOff, id: r.ID, seq: e.Seq, data: data})
+		}
+	}
+	if j == nil {
+		return
+	}
+	if bound := persistence.DeleteBound(r, j.last()); bound > j.first {
+		n := bound - j.first
+		j.data = append([][]byte(nil), j.data[n:]...)
+		j.first = bound
+		f := s.feeds[r.Kind]
+		f.dead += int(n)
+		if f.dead > len(f.entries)/2 {
+			f.compact(s.journals, r.Kind)
+		}
+	}
 }
 
 // Close implements persistence.Store.

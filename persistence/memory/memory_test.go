@@ -179,3 +179,28 @@ func TestLoseNextAcks(t *testing.T) {
 		t.Fatalf("next save: %v, %v", out, err)
 	}
 }
+
+// LimitSaves counts a group's events with its records, as etcd counts
+// puts, and limits each event's data as a record's.
+func TestLimitSavesCountsEvents(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	s.LimitSaves(4, 3)
+	r := rec("a")
+	r.Events = []persistence.Event{{Seq: 1, Data: []byte("1")}, {Seq: 2, Data: []byte("2")}}
+	if out, err := s.Save(t.Context(), []persistence.Record{r}); err != nil || out[1] != nil {
+		t.Fatalf("3 of 3: %v, %v", out, err)
+	}
+	r.Events = []persistence.Event{{Seq: 3, Data: []byte("3")}, {Seq: 4, Data: []byte("4")}, {Seq: 5, Data: []byte("5")}}
+	if out, _ := s.Save(t.Context(), []persistence.Record{r}); !errors.Is(out[1], persistence.ErrTooLarge) {
+		t.Fatalf("4 of 3: %v", out[1])
+	}
+	r.Events = []persistence.Event{{Seq: 3, Data: []byte("12345")}}
+	if out, _ := s.Save(t.Context(), []persistence.Record{r}); !errors.Is(out[1], persistence.ErrTooLarge) {
+		t.Fatalf("5 bytes of 4: %v", out[1])
+	}
+	if last, err := s.LastSeq(t.Context(), "k", "a"); err != nil || last != 2 {
+		t.Fatalf("LastSeq = %d, %v", last, err)
+	}
+}

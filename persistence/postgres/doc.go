@@ -3,15 +3,18 @@
 //
 // # Schema
 //
-// Open creates, in Config.Schema, three tables and records the schema
-// version; it is idempotent, and concurrent Opens are serialised by a
+// Open creates, in Config.Schema, four tables and records the schema
+// version (upgrading version 1, which had no journal); it is idempotent, and concurrent Opens are serialised by a
 // transaction-scoped advisory lock. A database whose schema version is
 // newer than this code's SchemaVersion is refused with ErrSchemaTooNew.
 //
 //	schema_version (id = 1, version)
-//	fences   (shard bigint primary key, epoch bigint > 0)
+//	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)
 //	entities (kind text, id text, shard bigint, epoch bigint, data bytea,
 //	          primary key (kind, id))
+//	events   (kind text, id text, seq bigint, shard bigint, pos bigint,
+//	          data bytea, primary key (kind, id, seq),
+//	          unique index events_feed (kind, shard, pos))
 //
 // # Fencing
 //
@@ -32,6 +35,34 @@
 // written. The statement is atomic, so a lost connection or a canceled
 // context leaves every shard of the batch either fully written or not at
 // all; Save reports those shards with an error matching ErrOutcomeUnknown.
+//
+// # Journals
+//
+// A batch with events or deletes (persistence.Journal) is saved by another
+// single statement, in one round trip too; batches without keep the
+// statement above, unchanged. It locks the batch's fence rows FOR NO KEY
+// UPDATE instead of FOR SHARE, reads where each journal appended to ends
+// (max(seq)), and writes a shard only when its fence matches and every
+// record's first event continues its journal, reporting the first record
+// that does not as a *persistence.SequenceError. It numbers each shard's
+// new events from the fence row's jpos on (pos) and moves jpos past them,
+// and deletes what DeleteEventsBefore asks, keeping each journal's last
+// event. The end of a journal is read from the statement's snapshot; if
+// another Save under the same epoch appended to the same journal after it
+// was taken, the insert fails on the primary key, having written nothing,
+// and Save runs the statement once more, whose check then refuses the
+// shard with a SequenceError.
+//
+// The lock makes Saves that touch one shard's journals commit one at a
+// time, in the order they number their events: within a shard, pos is
+// commit order, and a snapshot holds every event of the shard up to some
+// pos and none after. An Offset of ReadJournal is the pos read up to in
+// each shard, and a call takes, in one statement, the next events of every
+// shard (an index probe per fence row) and the first of them by pos. So no
+// event is passed over when Saves of different shards commit out of order,
+// as they would be with one sequence for every event (its values are drawn
+// before commit). The Offset grows with the number of shards that have
+// events of the kind (a few bytes each).
 //
 // # TLS and credentials
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the version of the tables this code creates and uses.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DefaultSchema is the default of Config.Schema.
 const DefaultSchema = "ordo"
@@ -80,9 +80,10 @@ type Store struct {
 
 	// SQL with the schema's tables filled in.
 	fenceSQL, fenceReadSQL, loadSQL, loadManySQL, saveSQL string
+	journalSaveSQL, readEventsSQL, lastSeqSQL, feedSQL    string
 }
 
-var _ persistence.Store = (*Store)(nil)
+var _ persistence.Journal = (*Store)(nil)
 
 // Open connects to the database, creates or upgrades the schema, and
 // returns a Store. The Store owns its pool: Close closes it.
@@ -114,10 +115,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 func newStore(pool *pgxpool.Pool, schema string) *Store {
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
-	fences, entities := t("fences"), t("entities")
+	fences, entities, events := t("fences"), t("entities"), t("events")
 	return &Store{
-		pool:   pool,
-		schema: schema,
+		journalSaveSQL: journalSaveSQL(fences, entities, events),
+		readEventsSQL:  `SELECT seq, data FROM ` + events + ` WHERE kind = $1 AND id = $2 AND seq >= $3 ORDER BY seq LIMIT $4`,
+		lastSeqSQL:     `SELECT coalesce(max(seq), 0) FROM ` + events + ` WHERE kind = $1 AND id = $2`,
+		feedSQL:        feedSQL(fences, events),
+		pool:           pool,
+		schema:         schema,
 		fenceSQL: `INSERT INTO ` + fences + ` AS f (shard, epoch) VALUES ($1, $2)
 ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch
 RETURNING f.epoch`,
@@ -162,6 +167,17 @@ CREATE TABLE ` + t("entities") + ` (
 	data  bytea  NOT NULL,
 	PRIMARY KEY (kind, id)
 )`,
+		`ALTER TABLE ` + t("fences") + ` ADD COLUMN jpos bigint NOT NULL DEFAULT 0 CHECK (jpos >= 0);
+CREATE TABLE ` + t("events") + ` (
+	kind  text   NOT NULL,
+	id    text   NOT NULL,
+	seq   bigint NOT NULL CHECK (seq > 0),
+	shard bigint NOT NULL,
+	pos   bigint NOT NULL CHECK (pos > 0),
+	data  bytea  NOT NULL,
+	PRIMARY KEY (kind, id, seq)
+);
+CREATE UNIQUE INDEX events_feed ON ` + t("events") + ` (kind, shard, pos)`,
 	}
 }
 
@@ -277,6 +293,11 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	outcome := make(map[uint32]error)
 	if len(recs) == 0 {
 		return outcome, nil
+	}
+	for i := range recs {
+		if len(recs[i].Events) > 0 || recs[i].DeleteEventsBefore > 0 {
+			return s.saveJournal(ctx, recs, outcome)
+		}
 	}
 	// Records in key order (kept by the statement's ORDER BY), so that
 	// concurrent batches lock entity rows in the same order and cannot

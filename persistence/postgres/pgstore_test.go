@@ -409,3 +409,109 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 		})
 	}
 }
+
+// A Save that numbered its events and is still running when a later Save
+// of another shard commits must not be passed over by a reader that read
+// the later one: with one sequence for every event (a bigserial), the
+// reader's offset would move past the first Save's numbers before they
+// are visible. The first Save is held inside its statement by an
+// uncommitted row of a transaction of the test's own that holds the key
+// of its second event.
+func TestFeedSurvivesOutOfOrderCommits(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	s := open(t, schema)
+	ctx := t.Context()
+	for sh := uint32(1); sh <= 2; sh++ {
+		if err := s.Fence(ctx, sh, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := func(seq uint64, data string) []persistence.Event {
+		return []persistence.Event{{Seq: seq, Data: []byte(data)}}
+	}
+	save := func(recs ...persistence.Record) error {
+		out, err := s.Save(ctx, recs)
+		if err != nil {
+			return err
+		}
+		for sh, e := range out {
+			if e != nil {
+				return fmt.Errorf("shard %d: %w", sh, e)
+			}
+		}
+		return nil
+	}
+	if err := save(
+		persistence.Record{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte{}, Events: ev(1, "a1")},
+		persistence.Record{Kind: "k", ID: "b", Shard: 2, Epoch: 1, Data: []byte{}, Events: ev(1, "b1")},
+	); err != nil {
+		t.Fatal(err)
+	}
+	feed := func(after persistence.Offset) ([]string, persistence.Offset) {
+		t.Helper()
+		got, next, err := s.ReadJournal(ctx, "k", after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range got {
+			ids = append(ids, fmt.Sprint(e.ID, e.Seq))
+		}
+		return ids, next
+	}
+	setup, off := feed("")
+	if fmt.Sprint(setup) != "[a1 b1]" {
+		t.Fatalf("feed = %v", setup)
+	}
+
+	blocker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(context.Background())
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	events := pgx.Identifier{schema, "events"}.Sanitize()
+	if _, err := tx.Exec(ctx, "INSERT INTO "+events+" (kind, id, seq, shard, pos, data) VALUES ('k', 'a', 3, 1, 1000000, '')"); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		first <- save(persistence.Record{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte{},
+			Events: []persistence.Event{{Seq: 2, Data: []byte("a2")}, {Seq: 3, Data: []byte("a3")}}})
+	}()
+	watch, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		var n int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+		if err == nil && n == 0 {
+			err = errors.New("the first Save is not waiting")
+		}
+		return err
+	})
+	// A later Save of shard 2 commits first, and the reader reads it.
+	if err := save(persistence.Record{Kind: "k", ID: "b", Shard: 2, Epoch: 1, Data: []byte{}, Events: ev(2, "b2")}); err != nil {
+		t.Fatal(err)
+	}
+	got, off := feed(off)
+	if fmt.Sprint(got) != "[b2]" {
+		t.Fatalf("feed while the first Save runs = %v, want [b2]", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = feed(off); fmt.Sprint(got) != "[a2 a3]" {
+		t.Fatalf("feed after the first Save committed = %v, want [a2 a3]", got)
+	}
+}

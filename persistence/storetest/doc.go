@@ -17,6 +17,17 @@
 // with their records, refused Saves that leave the index unchanged, and
 // many shards in one batch.
 //
+// For a Store that also implements persistence.Journal it checks the
+// journal (the cases named Journal*; skipped for other Stores): appends and
+// reads; stale-epoch appends refused and invisible; gapless sequences, with
+// out-of-sequence groups refused whole (ErrSequence), under concurrent
+// stale and current owners and under confused writers sharing an epoch;
+// events atomic with records; deletes that keep the last event; histories
+// of 10,000 events read in pages; the feed of a kind (exactly once from
+// stored offsets, per-entity order, per-shard commit order, nothing passed
+// over while Saves of several shards commit concurrently); bad input;
+// cancellation; reopening; Close.
+//
 // Randomised tests log their seed; set ORDO_SEED to replay one.
 //
 // The suite is meant for tests only and may be run in parallel with other

@@ -27,7 +27,7 @@ type Opener func(t *testing.T) persistence.Store
 // data set each time it is called; the suite closes it.
 func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 	t.Helper()
-	for _, tc := range cases {
+	for _, tc := range append(cases[:len(cases):len(cases)], journalCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
 			t.Cleanup(func() { _ = s.Close() })
@@ -50,6 +50,14 @@ func RunWithReopen(t *testing.T, newData func(t *testing.T) Opener) {
 		defer old.Close()
 		defer cur.Close()
 		staleAndCurrentWriters(t, old, cur)
+	})
+	t.Run("JournalReopen", func(t *testing.T) { testJournalReopen(t, newData(t)) })
+	t.Run("JournalStaleAndCurrentWritersTwoStores", func(t *testing.T) {
+		open := newData(t)
+		old, cur := open(t), open(t)
+		defer old.Close()
+		defer cur.Close()
+		journalStaleAndCurrentWriters(t, old, cur)
 	})
 }
 

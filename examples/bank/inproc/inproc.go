@@ -29,6 +29,7 @@ import (
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -69,6 +70,11 @@ type Config struct {
 	// GossipKeys encrypt the nodes' gossip (cluster.Config.GossipKeys);
 	// nil makes Start generate a random key.
 	GossipKeys [][]byte
+	// Tracing, when set, returns the OpenTelemetry tracer provider of a
+	// node (by its ID, see NodeID) or of the client ("client"): their
+	// cluster.Config.TracerProvider and ClientConfig.TracerProvider.
+	// The caller shuts the providers down after Close. Nil: no tracing.
+	Tracing func(process string) trace.TracerProvider
 }
 
 // Cluster is a running in-process cluster.
@@ -190,6 +196,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	ccfg := cluster.DefaultClientConfig()
 	ccfg.Prefix = cfg.Prefix
 	ccfg.Logger = cfg.Logger
+	if cfg.Tracing != nil {
+		ccfg.TracerProvider = cfg.Tracing("client")
+	}
 	if ccfg.TLS, err = cfg.CA.Client("client"); err != nil {
 		return nil, fmt.Errorf("inproc: %w", err)
 	}
@@ -241,6 +250,9 @@ func (c *Cluster) nodeConfig(i int) (cluster.Config, error) {
 		cfg.AdminAddr = c.admins[i]
 	}
 	cfg.GossipKeys = c.cfg.GossipKeys
+	if c.cfg.Tracing != nil {
+		cfg.TracerProvider = c.cfg.Tracing(cfg.NodeID)
+	}
 	for j, n := range c.nodes {
 		if j != i && n != nil {
 			cfg.Join = append(cfg.Join, n.GossipAddr())

@@ -101,6 +101,66 @@ func benchSave(b *testing.B, s persistence.Store, n int) {
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
 }
 
+// benchSaveEvents is benchSave with one event appended to every record's
+// journal by each Save.
+func benchSaveEvents(b *testing.B, s persistence.Store, n int) {
+	ctx := b.Context()
+	for sh := uint32(0); sh < 16; sh++ {
+		if err := s.Fence(ctx, sh, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	recs := batch(n)
+	event := make([]byte, 64)
+	b.ResetTimer()
+	seq := uint64(0)
+	for b.Loop() {
+		seq++
+		for i := range recs {
+			recs[i].Events = []persistence.Event{{Seq: seq, Data: event}}
+		}
+		out, err := s.Save(ctx, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for sh, e := range out {
+			if e != nil {
+				b.Fatalf("shard %d: %v", sh, e)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkSaveEvents is BenchmarkSave with one 64-byte event appended per
+// record and Save.
+func BenchmarkSaveEvents(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("memory/batch=%d", n), func(b *testing.B) {
+			s := memory.New()
+			defer s.Close()
+			benchSaveEvents(b, s, n)
+		})
+		b.Run(fmt.Sprintf("etcd/batch=%d", n), func(b *testing.B) {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(b), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cli.Close()
+			s, err := etcdstore.New(cli, etcdstore.Config{Prefix: fmt.Sprintf("/bench-events/%d/%d/", n, time.Now().UnixNano())})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			benchSaveEvents(b, s, n)
+		})
+		b.Run(fmt.Sprintf("postgres/batch=%d", n), func(b *testing.B) {
+			s, _ := openPG(b)
+			benchSaveEvents(b, s, n)
+		})
+	}
+}
+
 func openPG(b *testing.B) (*pgstore.Store, string) {
 	schema := pgtest.Schema(b)
 	s, err := pgstore.Open(b.Context(), pgstore.Config{URL: pgtest.URL(b), Schema: schema})

@@ -1,0 +1,460 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ordo-actors/ordo/persistence"
+)
+
+// journalSaveSQL is Save for batches that touch journals. It differs from
+// the plain statement in four ways: it locks the batch's fence rows FOR NO
+// KEY UPDATE rather than FOR SHARE, so that Saves of one shard that touch
+// journals commit one at a time, in the order they take the lock; it
+// checks, per record with events, that the first continues the journal
+// (head, bad), and writes a shard only when every record of it does; it
+// inserts the events, numbering each shard's from the fence row's jpos on
+// and moving jpos past them (ev, ins, adv); and it deletes the events
+// records ask to delete (del).
+//
+// $1, $2: one (shard, epoch) per shard of the batch.
+// $3..$10: the records, sorted by (kind, id), each with the Seq of its
+// first and last new event (0 without) and its DeleteEventsBefore.
+// $11..$13: the events to insert, by record (an ordinal into $3..$10) and
+// Seq, less those the record deletes at once.
+func journalSaveSQL(fences, entities, events string) string {
+	return `WITH req AS (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
+), f AS MATERIALIZED (
+	SELECT shard, epoch, jpos FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR NO KEY UPDATE
+), r AS MATERIALIZED (
+	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, ord)
+), head AS MATERIALIZED (
+	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
+		coalesce((SELECT max(e.seq) FROM ` + events + ` e WHERE e.kind = r.kind AND e.id = r.id), 0) AS stored
+	FROM r WHERE r.first > 0 OR r.del > 0
+), bad AS MATERIALIZED (
+	SELECT DISTINCT ON (shard) shard, kind, id, first, stored FROM head
+	WHERE first > 0 AND first <> stored + 1
+	ORDER BY shard, ord
+), ok AS MATERIALIZED (
+	SELECT req.shard, f.jpos FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
+	WHERE req.shard NOT IN (SELECT shard FROM bad)
+), w AS (
+	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data)
+	SELECT r.kind, r.id, r.shard, r.epoch, r.data FROM r
+	WHERE r.shard IN (SELECT shard FROM ok)
+	ORDER BY r.ord
+	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data
+	RETURNING 1
+), ev AS MATERIALIZED (
+	SELECT r.kind, r.id, x.seq, r.shard, ok.jpos + row_number() OVER (PARTITION BY r.shard ORDER BY x.ord) AS pos, x.data
+	FROM unnest($11::bigint[], $12::bigint[], $13::bytea[]) WITH ORDINALITY AS x(rec, seq, data, ord)
+	JOIN r ON r.ord = x.rec
+	JOIN ok ON ok.shard = r.shard
+), ins AS (
+	INSERT INTO ` + events + ` (kind, id, seq, shard, pos, data)
+	SELECT kind, id, seq, shard, pos, data FROM ev ORDER BY kind, id, seq
+	RETURNING 1
+), adv AS (
+	UPDATE ` + fences + ` AS fe SET jpos = m.pos
+	FROM (SELECT shard, max(pos) AS pos FROM ev GROUP BY shard) m
+	WHERE fe.shard = m.shard
+	RETURNING 1
+), del AS (
+	DELETE FROM ` + events + ` AS e USING head
+	WHERE head.del > 0 AND head.shard IN (SELECT shard FROM ok)
+		AND e.kind = head.kind AND e.id = head.id
+		AND e.seq < least(head.del, CASE WHEN head.first > 0 THEN head.last ELSE head.stored END)
+	RETURNING 1
+)
+SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored,
+	(SELECT count(*) FROM w), (SELECT count(*) FROM ins), (SELECT count(*) FROM adv), (SELECT count(*) FROM del)
+FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard`
+}
+
+// feedSQL reads the next events of a kind: for each shard (every shard
+// written has a fence row), the first $4 after the shard's position in
+// the offset ($2, $3), then the first $4 of those by position. Within a
+// shard, positions follow commit order and one statement's snapshot holds
+// a prefix of them (see ReadJournal), so a page never passes over an event
+// that commits later.
+func feedSQL(fences, events string) string {
+	return `WITH o AS (
+	SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS o(shard, pos)
+), top AS (
+	SELECT t.shard, t.pos FROM ` + fences + ` f
+	LEFT JOIN o ON o.shard = f.shard
+	CROSS JOIN LATERAL (
+		SELECT e.shard, e.pos FROM ` + events + ` e
+		WHERE e.kind = $1 AND e.shard = f.shard AND e.pos > coalesce(o.pos, 0)
+		ORDER BY e.pos LIMIT $4
+	) t
+	ORDER BY t.pos, t.shard LIMIT $4
+)
+SELECT e.shard, e.pos, e.id, e.seq, e.data
+FROM top JOIN ` + events + ` e ON e.kind = $1 AND e.shard = top.shard AND e.pos = top.pos
+ORDER BY top.pos, top.shard`
+}
+
+// saveJournal is Save for a batch with events or deletes: one statement,
+// retried once if it failed on a Seq written concurrently (see below).
+func (s *Store) saveJournal(ctx context.Context, recs []persistence.Record, outcome map[uint32]error) (map[uint32]error, error) {
+	b := newJournalBatch(recs)
+	err := s.runJournal(ctx, b, outcome)
+	if isDuplicateEvent(err) {
+		// Another Save under the same epoch appended to one of these
+		// journals after this statement's snapshot was taken: the
+		// statement read where the journal ended from its snapshot and
+		// failed on the primary key, writing nothing. Run it again: its
+		// new snapshot shows the other Save, so the check refuses the
+		// shard with a SequenceError, and the rest of the batch goes
+		// through.
+		err = s.runJournal(ctx, b, outcome)
+	}
+	if err != nil {
+		for sh := range b.want {
+			outcome[sh] = fmt.Errorf("pgstore: shard %d: %w: %w", sh, ErrOutcomeUnknown, err)
+		}
+	}
+	return outcome, nil
+}
+
+func isDuplicateEvent(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "events_pkey"
+}
+
+// journalBatch is a batch as journalSaveSQL takes it.
+type journalBatch struct {
+	recs                 []persistence.Record // as given
+	order                []int                // recs indexes in (kind, id) order
+	shards, epochs       []int64
+	kinds, ids           []string
+	recShards, recEpochs []int64
+	datas                [][]byte
+	firsts, lasts, dels  []int64
+	evRecs, evSeqs       []int64
+	evDatas              [][]byte
+	want                 map[uint32]int64 // epoch per shard
+	evCount              map[uint32]int64 // events inserted per shard, if written
+}
+
+func newJournalBatch(recs []persistence.Record) *journalBatch {
+	n := len(recs)
+	b := &journalBatch{
+		recs: recs, order: make([]int, n),
+		kinds: make([]string, n), ids: make([]string, n), recShards: make([]int64, n), recEpochs: make([]int64, n),
+		datas: make([][]byte, n), firsts: make([]int64, n), lasts: make([]int64, n), dels: make([]int64, n),
+		want: make(map[uint32]int64), evCount: make(map[uint32]int64),
+	}
+	for i := range b.order {
+		b.order[i] = i
+	}
+	// Key order, as the plain statement, so that concurrent batches lock
+	// entity rows in the same order.
+	slices.SortFunc(b.order, func(x, y int) int {
+		if c := strings.Compare(recs[x].Kind, recs[y].Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(recs[x].ID, recs[y].ID)
+	})
+	for j, i := range b.order {
+		r := &recs[i]
+		b.kinds[j], b.ids[j], b.recShards[j], b.recEpochs[j], b.datas[j] = r.Kind, r.ID, int64(r.Shard), r.Epoch, r.Data
+		b.dels[j] = int64(r.DeleteEventsBefore)
+		if _, ok := b.want[r.Shard]; !ok {
+			b.want[r.Shard] = r.Epoch
+			b.shards = append(b.shards, int64(r.Shard))
+			b.epochs = append(b.epochs, r.Epoch)
+		}
+		if len(r.Events) == 0 {
+			continue
+		}
+		b.firsts[j], b.lasts[j] = int64(r.Events[0].Seq), int64(r.Events[len(r.Events)-1].Seq)
+		below := persistence.DeleteBound(r, 0) // events below it are deleted as they are appended
+		for _, e := range r.Events {
+			if e.Seq >= below {
+				b.evRecs = append(b.evRecs, int64(j+1))
+				b.evSeqs = append(b.evSeqs, int64(e.Seq))
+				b.evDatas = append(b.evDatas, e.Data)
+				b.evCount[r.Shard]++
+			}
+		}
+	}
+	return b
+}
+
+// runJournal runs journalSaveSQL once, filling outcome; an error means
+// the statement failed and outcome is to be ignored.
+func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uint32]error) error {
+	rows, err := s.pool.Query(ctx, s.journalSaveSQL, b.shards, b.epochs,
+		b.kinds, b.ids, b.recShards, b.recEpochs, b.datas, b.firsts, b.lasts, b.dels,
+		b.evRecs, b.evSeqs, b.evDatas)
+	if err != nil {
+		return err
+	}
+	type result struct {
+		fence               *int64
+		badKind, badID      *string
+		badFirst, badStored *int64
+	}
+	got := make(map[uint32]result, len(b.want))
+	var written, inserted, advanced, deleted int64
+	for rows.Next() {
+		var (
+			shard int64
+			res   result
+		)
+		if err := rows.Scan(&shard, &res.fence, &res.badKind, &res.badID, &res.badFirst, &res.badStored,
+			&written, &inserted, &advanced, &deleted); err != nil {
+			rows.Close()
+			return err
+		}
+		got[uint32(shard)] = res
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var wantWritten, wantInserted, wantAdvanced int64
+	for sh, epoch := range b.want {
+		res, ok := got[sh]
+		switch {
+		case !ok:
+			return fmt.Errorf("shard %d missing from the result", sh)
+		case res.fence == nil:
+			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch}
+		case *res.fence != epoch:
+			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch, Want: *res.fence}
+		case res.badKind != nil:
+			outcome[sh] = &persistence.SequenceError{Shard: sh, Kind: *res.badKind, ID: *res.badID,
+				First: uint64(*res.badFirst), Last: uint64(*res.badStored)}
+		default:
+			outcome[sh] = nil
+			wantInserted += b.evCount[sh]
+			if b.evCount[sh] > 0 {
+				wantAdvanced++
+			}
+		}
+	}
+	for _, r := range b.recs {
+		if outcome[r.Shard] == nil {
+			wantWritten++
+		}
+	}
+	// The statement wrote exactly the records and events of the shards it
+	// reports as written; anything else means the result cannot be trusted.
+	if written != wantWritten || inserted != wantInserted || advanced != wantAdvanced {
+		return fmt.Errorf("statement wrote %d records, %d events, %d positions; expected %d, %d, %d",
+			written, inserted, advanced, wantWritten, wantInserted, wantAdvanced)
+	}
+	return nil
+}
+
+// ReadEvents implements persistence.Journal with one indexed range read.
+func (s *Store) ReadEvents(ctx context.Context, kind, id string, from uint64, limit int) ([]persistence.Event, error) {
+	if err := persistence.ValidateRead(kind, id, limit); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	if from > persistence.MaxSeq {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.readEventsSQL, kind, id, int64(from), limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
+	}
+	defer rows.Close()
+	var out []persistence.Event
+	for rows.Next() {
+		var (
+			seq  int64
+			data []byte
+		)
+		if err := rows.Scan(&seq, &data); err != nil {
+			return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
+		}
+		if data == nil {
+			data = []byte{}
+		}
+		out = append(out, persistence.Event{Seq: uint64(seq), Data: data})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
+	}
+	return out, nil
+}
+
+// LastSeq implements persistence.Journal (a backward step on the primary
+// key's index).
+func (s *Store) LastSeq(ctx context.Context, kind, id string) (uint64, error) {
+	if err := persistence.ValidateKey(kind, id); err != nil {
+		return 0, err
+	}
+	if s.closed.Load() {
+		return 0, persistence.ErrClosed
+	}
+	var last int64
+	if err := s.pool.QueryRow(ctx, s.lastSeqSQL, kind, id).Scan(&last); err != nil {
+		return 0, fmt.Errorf("pgstore: last seq of %s/%s: %w", kind, id, err)
+	}
+	return uint64(last), nil
+}
+
+// ReadJournal implements persistence.Journal with one statement.
+//
+// Each event carries a position in its shard: Saves that touch a shard's
+// journals hold the shard's fence row locked from before they number their
+// events (from the row's jpos) until they commit, so positions follow the
+// order those Saves commit in, and the events of one shard that a snapshot
+// shows are exactly those up to some position. An Offset is the position
+// read up to in each shard (a vector), so a page that ends with events of
+// one shard never passes over an event of another that commits later
+// (PostgreSQL sequences, drawn before commit, would). The cost of a call
+// is one index probe per shard with a fence row.
+func (s *Store) ReadJournal(ctx context.Context, kind string, after persistence.Offset, limit int) ([]persistence.JournalEntry, persistence.Offset, error) {
+	if err := persistence.ValidateFeed(kind, limit); err != nil {
+		return nil, after, err
+	}
+	pos, err := decodeOffset(after)
+	if err != nil {
+		return nil, after, err
+	}
+	if s.closed.Load() {
+		return nil, after, persistence.ErrClosed
+	}
+	shards := make([]int64, len(pos))
+	at := make([]int64, len(pos))
+	for i, p := range pos {
+		shards[i], at[i] = int64(p.shard), int64(p.pos)
+	}
+	rows, err := s.pool.Query(ctx, s.feedSQL, kind, shards, at, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
+	}
+	defer rows.Close()
+	var out []persistence.JournalEntry
+	moved := make(map[uint32]uint64)
+	for rows.Next() {
+		var (
+			shard, p, seq int64
+			e             = persistence.JournalEntry{Kind: kind}
+		)
+		if err := rows.Scan(&shard, &p, &e.ID, &seq, &e.Data); err != nil {
+			return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
+		}
+		e.Seq = uint64(seq)
+		if e.Data == nil {
+			e.Data = []byte{}
+		}
+		out = append(out, e)
+		moved[uint32(shard)] = uint64(p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
+	}
+	if len(out) == 0 {
+		return nil, after, nil
+	}
+	for i := range pos {
+		if p, ok := moved[pos[i].shard]; ok {
+			pos[i].pos = p
+			delete(moved, pos[i].shard)
+		}
+	}
+	for sh, p := range moved {
+		pos = append(pos, shardPos{sh, p})
+	}
+	slices.SortFunc(pos, func(a, b shardPos) int { return cmp.Compare(a.shard, b.shard) })
+	return out, encodeOffset(pos), nil
+}
+
+// shardPos is how far a reader has read one shard's events.
+type shardPos struct {
+	shard uint32
+	pos   uint64
+}
+
+const offsetTag = 'p'
+
+// encodeOffset encodes a vector of positions sorted by shard: a tag byte,
+// then per shard the shard (as the first shard, then as the gap to the
+// previous shard less one) and the position, as unsigned varints. No
+// shards is the zero Offset.
+func encodeOffset(pos []shardPos) persistence.Offset {
+	if len(pos) == 0 {
+		return ""
+	}
+	b := []byte{offsetTag}
+	for i, p := range pos {
+		d := uint64(p.shard)
+		if i > 0 {
+			d -= uint64(pos[i-1].shard) + 1
+		}
+		b = binary.AppendUvarint(b, d)
+		b = binary.AppendUvarint(b, p.pos)
+	}
+	return persistence.Offset(b)
+}
+
+// decodeOffset decodes what encodeOffset made; anything else is refused
+// with persistence.ErrInvalid.
+func decodeOffset(o persistence.Offset) ([]shardPos, error) {
+	if o == "" {
+		return nil, nil
+	}
+	bad := fmt.Errorf("%w: not a PostgreSQL journal offset", persistence.ErrInvalid)
+	b := []byte(o)
+	if b[0] != offsetTag {
+		return nil, bad
+	}
+	b = b[1:]
+	var pos []shardPos
+	for len(b) > 0 {
+		d, n := uvarint(b)
+		if n <= 0 {
+			return nil, bad
+		}
+		b = b[n:]
+		p, n := uvarint(b)
+		if n <= 0 || p == 0 || p > persistence.MaxSeq {
+			return nil, bad
+		}
+		b = b[n:]
+		shard := d
+		if len(pos) > 0 {
+			shard += uint64(pos[len(pos)-1].shard) + 1
+		}
+		if shard > uint64(^uint32(0)) || shard < d {
+			return nil, bad
+		}
+		pos = append(pos, shardPos{uint32(shard), p})
+	}
+	if len(pos) == 0 {
+		return nil, bad
+	}
+	return pos, nil
+}
+
+// uvarint is binary.Uvarint refusing non-minimal encodings.
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, -1
+	}
+	var tmp [binary.MaxVarintLen64]byte
+	if binary.PutUvarint(tmp[:], v) != n {
+		return 0, -1
+	}
+	return v, n
+}

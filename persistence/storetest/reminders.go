@@ -146,6 +146,18 @@ func testDueMoves(t *testing.T, s persistence.Store) {
 	mustSaveOK(t, s, dueRec("x", 4, 2, 700, 100), dueRec("y", 4, 2, 0, 400), dueRec("z", 4, 2, 600, 0))
 	wantDue(t, ix, 4, 1000, 10, "z@600", "x@700")
 	wantRecord(t, s, dueRec("x", 4, 2, 700, 0))
+
+	// With events, in a store that keeps journals, as without.
+	if _, ok := s.(persistence.Journal); ok {
+		r := dueRec("x", 4, 2, 200, 700)
+		r.Events = []persistence.Event{{Seq: 1, Data: []byte("e1")}}
+		mustSaveOK(t, s, r)
+		wantDue(t, ix, 4, 1000, 10, "x@200", "z@600")
+		r = dueRec("z", 4, 2, 0, 600)
+		r.Events = []persistence.Event{{Seq: 1, Data: []byte("e1")}}
+		mustSaveOK(t, s, r)
+		wantDue(t, ix, 4, 1000, 10, "x@200")
+	}
 }
 
 // A Save refused by fencing changes nothing of the index, alone or next

@@ -31,7 +31,8 @@ type Host struct {
 	cfg   HostConfig
 	store persistence.Store // raw, or raw with spans (HostConfig.Tracer)
 	// raw is the store as given, for its optional interfaces
-	// (persistence.BatchLoader, Journal), which store may hide.
+	// (persistence.BatchLoader, Journal, ReminderIndex), which store may
+	// hide.
 	raw    persistence.Store
 	kinds  map[string]Kind
 	log    *slog.Logger
@@ -245,7 +246,7 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 	if h.router == nil {
 		h.router = localRouter{h}
 	}
-	h.index, _ = store.(persistence.ReminderIndex)
+	h.index, _ = raw.(persistence.ReminderIndex)
 	return h, nil
 }
 

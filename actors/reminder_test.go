@@ -184,10 +184,12 @@ func waitFired(t *testing.T, f *firings, id string, n int) []string {
 
 // A reminder fires after its due time, as a request with the reminder's
 // request ID, applied with its write; the fired one-shot reminder is gone
-// from the record and from the index.
+// from the record and from the index. (The host traces its store calls:
+// the store it wraps keeps its index.)
 func TestReminderFiresAfterDue(t *testing.T) {
 	store, f := memory.New(), &firings{}
-	host := remindHost(t, store, f, 1, nil)
+	_, tp := newTracer(t)
+	host := remindHost(t, store, f, 1, func(c *actors.HostConfig) { c.Tracer = tp.Tracer(actors.TracerName) })
 	due := time.Now().Add(50 * time.Millisecond)
 	require.NoError(t, setReminder(t, host, "a", &testpb.Remind{Name: "r", DueUnixNano: due.UnixNano(), Delta: 5}))
 

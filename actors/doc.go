@@ -193,7 +193,9 @@
 //   - Tolerance: a reminder fires within about ReminderTick after its due
 //     time, plus the store read, the entity's activation and its run, on
 //     a host that keeps up; with more than ReminderBatch entities due at
-//     once, the later ones wait for later ticks.
+//     once, the later ones wait for later ticks. Due times are wall-clock
+//     times, read on the node that owns the entity when it fires: clock
+//     differences between nodes add to the tolerance.
 //
 // What it costs: the reminders are written whole with every write of
 // their entity (at most MaxReminders of them, within MaxStateBytes); a

@@ -68,12 +68,12 @@ type Host struct {
 	// to (at most HostConfig.ReminderBatch; see remind).
 	reminding map[Ref]struct{}
 
-	timers         atomic.Int64 // pending timers of every entity
-	remindersFired atomic.Uint64
-	reminderScans  atomic.Uint64
-	activations    atomic.Uint64
-	passivations   atomic.Uint64
-	overloaded     atomic.Uint64
+	timers       atomic.Int64 // pending timers of every entity
+	activations  atomic.Uint64
+	passivations atomic.Uint64
+	overloaded   atomic.Uint64
+
+	remindersFired, reminderScans atomic.Uint64
 
 	// props spawns every entity; its producer returns spawning, set under
 	// mu just before each Spawn (which calls the producer synchronously),
@@ -200,11 +200,12 @@ type HostStats struct {
 	Loads, LoadedRecords uint64
 	// Timers is the number of timers (Context.After) pending.
 	Timers int64
+	Batch  BatchStats
+
 	// RemindersFired counts the durable reminders' firings delivered to
 	// entities (Context.SetReminder), and ReminderScans the reads of the
 	// store's reminder index that looked for them.
 	RemindersFired, ReminderScans uint64
-	Batch                         BatchStats
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call

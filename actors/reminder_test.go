@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/persistence/storetest"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
@@ -709,4 +711,82 @@ func seedReminders(t *testing.T, store *memory.Store, n, shards int, due time.Ti
 	if len(recs) > 0 {
 		flush()
 	}
+}
+
+// prevDueIndex keeps a reminder index as etcd does: from each Save's
+// PrevDue and Due alone, never reading the old record.
+type prevDueIndex struct {
+	*memory.Store
+	mu      sync.Mutex
+	entries map[persistence.DueEntry]bool
+}
+
+func (s *prevDueIndex) Close() error { return nil }
+
+func (s *prevDueIndex) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	out, err := s.Store.Save(ctx, recs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		if err != nil || out[r.Shard] != nil || r.Due == r.PrevDue {
+			continue
+		}
+		if r.PrevDue > 0 {
+			delete(s.entries, persistence.DueEntry{Kind: r.Kind, ID: r.ID, Due: r.PrevDue})
+		}
+		if r.Due > 0 {
+			s.entries[persistence.DueEntry{Kind: r.Kind, ID: r.ID, Due: r.Due}] = true
+		}
+	}
+	return out, err
+}
+
+// The due times the runtime gives the store as PrevDue are exact, writes
+// coalesced by the batcher included: an index kept from them alone (as
+// etcd keeps it) ends equal to the records' due times.
+func TestReminderPrevDueIsExact(t *testing.T) {
+	seed := storetest.Seed(t)
+	mem := memory.New()
+	idx := &prevDueIndex{Store: mem, entries: map[persistence.DueEntry]bool{}}
+	host := startHost(t, remindCfg(nil), idx, remindedKind(t, nil))
+	ownAll(t, host, 4)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	far := time.Now().Add(time.Hour).UnixNano()
+	ids := []string{"p0", "p1", "p2", "p3"}
+	for round := range 20 {
+		// Saves wait while the entities make several writes each: all but
+		// the first of an entity's writes coalesce in the batcher.
+		release := mem.BlockSaves()
+		replies := make(chan *ordopb.Reply, len(ids)*4)
+		for _, id := range ids {
+			for i := range 4 {
+				m := &testpb.Remind{Name: fmt.Sprint("r", rng.IntN(3)), DueUnixNano: far + rng.Int64N(1000)}
+				m.Cancel = rng.IntN(3) == 0
+				payload, err := anypb.New(m)
+				require.NoError(t, err)
+				host.Submit(&ordopb.Envelope{Target: remindRef(id).Proto(), RequestId: fmt.Sprint(id, "-", round, "-", i),
+					Payload: payload}, func(r *ordopb.Reply) { replies <- r })
+			}
+		}
+		testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+			if n := host.Stats().Batch.Writes; n < uint64(len(ids)*4*(round+1)) {
+				return fmt.Errorf("%d writes", n)
+			}
+			return nil
+		})
+		release()
+		for range len(ids) * 4 {
+			require.Nil(t, (<-replies).GetError())
+		}
+	}
+	want := map[persistence.DueEntry]bool{}
+	for _, id := range ids {
+		if rec, _ := stored(t, mem, id); rec.Due > 0 {
+			want[persistence.DueEntry{Kind: "reminded", ID: id, Due: rec.Due}] = true
+		}
+	}
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	require.Equal(t, want, idx.entries, "replay with ORDO_SEED=%d", seed)
+	require.NotEmpty(t, want)
 }

@@ -131,6 +131,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if pcc.TLS, err = ordotls.Load(r.tlsFiles(clientCert)); err != nil {
 		return nil, fmt.Errorf("chaos: probe client: %w", err)
 	}
+	if pcc.EtcdTLS, err = r.etcdTLS(clientCert); err != nil {
+		return nil, err
+	}
 	client, err := cluster.Dial(ctx, r.directEndpoints(), pcc)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: probe client: %w", err)

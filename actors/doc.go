@@ -200,5 +200,6 @@
 // What it costs: the reminders are written whole with every write of
 // their entity (at most MaxReminders of them, within MaxStateBytes); a
 // write that changes the earliest due time also moves one index entry; a
-// shard with something due costs one index read per tick.
+// shard costs one index read at a tick when one of its entries is due or
+// one of its deliveries ended since the last, and none otherwise.
 package actors

@@ -570,19 +570,24 @@ func (h *Host) scan(sh *shardState, now int64) bool {
 		}
 		return true
 	}
+	// The shard is read again once its next entry is due, or at once when
+	// it had more entries due than it read, or when a delivery that may
+	// leave its entry in place ends (remind).
 	next := int64(math.MaxInt64)
-	if len(entries) > 0 {
-		next = entries[0].Due
-	}
-	sh.nextDue.Store(next)
 	for _, en := range entries {
 		if en.Due > now {
+			next = en.Due
 			break
 		}
 		if !h.remind(sh, Ref{Kind: en.Kind, ID: en.ID}, en.Due) {
+			sh.nextDue.Store(en.Due)
 			return false
 		}
 	}
+	if len(entries) == h.cfg.ReminderBatch && next == math.MaxInt64 {
+		next = entries[len(entries)-1].Due
+	}
+	sh.nextDue.Store(next)
 	return true
 }
 
@@ -595,7 +600,9 @@ const remindRequestID = "ordo.reminders"
 // firings' writes are durable. An entity has one delivery outstanding at
 // most, and the host HostConfig.ReminderBatch; remind reports false when
 // that bound is reached. A delivery refused (overload, the shard moving)
-// leaves the index as it is: a later tick delivers again.
+// leaves the index as it is. When a delivery ends, the shard is read
+// again at the next tick: its entry may still be there (refused, or a
+// firing to deliver again) or another one due.
 func (h *Host) remind(sh *shardState, ref Ref, due int64) bool {
 	kind, ok := h.kinds[ref.Kind]
 	if !ok || ref.Validate() != nil || ShardOf(ref, h.cfg.Shards) != sh.id {
@@ -625,6 +632,7 @@ func (h *Host) remind(sh *shardState, ref Ref, due int64) bool {
 			h.mu.Lock()
 			delete(h.reminding, ref)
 			h.mu.Unlock()
+			sh.noteDue(due)
 		},
 		deadline: now + int64(h.cfg.DefaultDeadline),
 	}

@@ -35,7 +35,13 @@ type write struct {
 	// fences are the entity's sender fences, encoded as EntityRecord
 	// fields 5 and 6 (nil: none).
 	fences []byte
-	size   int // len(state) plus the bytes of recent and fences
+	// reminders are the entity's durable reminders, encoded as
+	// EntityRecord.reminders fields (nil: none); due is the earliest one's
+	// due time (0: none) and prevDue the due time the store indexed the
+	// entity under so far (persistence.Record.Due, PrevDue).
+	reminders    []byte
+	due, prevDue int64
+	size         int // len(state) plus the bytes of recent, fences and reminders
 	// after are writes of co-located entities this one depends on: it is
 	// never sent before them, only with them (same Save) or after them.
 	after []writeDep
@@ -89,7 +95,9 @@ func (p *pending) record() persistence.Record {
 		data = append(data, b...)
 	}
 	data = append(data, w.fences...)
-	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data}
+	data = append(data, w.reminders...)
+	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data,
+		Due: w.due, PrevDue: w.prevDue}
 }
 
 // ready reports whether every write p depends on is durable or in the
@@ -368,6 +376,7 @@ func (b *batcher) run(parent context.Context) {
 			if queued {
 				q.after = append(p.after, q.after...)
 				q.done = append(p.done, q.done...)
+				q.w.prevDue = p.w.prevDue // p was never written
 				if q.limit == 0 || limit < q.limit {
 					q.limit = limit
 				}
@@ -558,6 +567,7 @@ func (b *batcher) run(parent context.Context) {
 			}
 			if p, ok := queue[ref]; ok && p.w.epoch == w.epoch {
 				bytes += w.size - p.w.size
+				w.prevDue = p.w.prevDue // the replaced write is never sent
 				p.w = w
 				p.after = append(p.after, w.after...)
 				p.expect += w.expect

@@ -82,7 +82,10 @@ type entity struct {
 	// fences are the highest epochs accepted from other shards' entities
 	// (see fence.go), nil when none.
 	fences *senderFences
-	tm     *timerSet // nil until the first After
+	tm     *timerSet      // nil until the first After
+	rm     *reminderState // nil while it has no reminders (see reminder.go)
+	// reading: a read handler runs (it may not change reminders).
+	reading bool
 	// counted is the window length last added to Host.dedupEntries.
 	counted int
 
@@ -195,7 +198,11 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.self = ctx.Self()
 	case *invoke:
 		e.en.queued.Add(-1)
-		e.handleInvoke(m.c)
+		if m.c.remind != 0 {
+			e.handleRemind(m.c)
+		} else {
+			e.handleInvoke(m.c)
+		}
 	case *writeDone:
 		e.handleWriteDone(m)
 	case *contDone:
@@ -382,7 +389,10 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
+	e.beginReminders(c.firing)
+	e.reading = !write
 	out, panicked, herr := e.runHandler(e.traced(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}), msg)
+	e.reading = false
 	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
@@ -400,6 +410,9 @@ func (e *entity) handleInvoke(c *call) {
 	if code, ok := contextErrorCode(herr); ok {
 		// The run's context ended (or a context the handler derived from
 		// it): no answer, nothing kept or recorded; a retry runs again.
+		if c.firing != nil {
+			c.firing.retry = true
+		}
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.ref, herr)))
 		return
@@ -521,6 +534,7 @@ func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
 func (e *entity) begin() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
+	e.beginReminders(nil)
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 }
@@ -540,20 +554,22 @@ func (e *entity) commit(added int) error {
 	added += len(resolved)
 	before := e.seq
 	state, err := e.beh.snapshot()
-	if err == nil && (added > 0 || e.dirty || string(state) != string(e.lastState)) {
-		if size, ok := e.fit(len(state)+len(e.fences.encoded()), added); !ok {
+	rem, remWrite := e.runReminders()
+	if err == nil && (added > 0 || e.dirty || remWrite || string(state) != string(e.lastState)) {
+		if size, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); !ok {
 			e.unremember(added)
 			e.rollback()
-			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
-				e.ref, size, len(state), size-len(state), e.h.cfg.MaxStateBytes)
+			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, reminders %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
+				e.ref, size, len(state), len(rem.enc), size-len(state)-len(rem.enc), e.h.cfg.MaxStateBytes)
 		}
-		err = e.persist(state)
+		err = e.persist(state, rem)
 	}
 	if err != nil {
 		e.rollback()
 		e.restart(err)
 		return err
 	}
+	e.committedReminders()
 	for _, r := range resolved {
 		if r.w.timer != nil {
 			r.w.timer.Stop()
@@ -686,6 +702,7 @@ func handlerErrorProto(err error) *ordopb.Error {
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
+	e.rollbackReminders()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if err := e.beh.load(e.lastState); err != nil {
@@ -862,7 +879,7 @@ func encodeRecent(d *ordopb.DedupEntry) []byte {
 // persist hands the entity's new state (encoded, and the rollback point
 // from now on) to the batcher, with the dedup window as it is now. The
 // record itself is encoded by the batcher, once per Save.
-func (e *entity) persist(state []byte) error {
+func (e *entity) persist(state []byte, rem *reminderSet) error {
 	e.seq++
 	e.lastState = state
 	e.dirty = false
@@ -873,17 +890,24 @@ func (e *entity) persist(state []byte) error {
 			expect++
 		}
 	}
-	gen, seq, pid, root := e.gen, e.seq, e.self, e.h.system.Root
+	due, prevDue := e.commitReminders(rem)
+	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.shard
 	e.h.batcher.submit(write{
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
-		state:  state,
-		recent: e.recentEnc[:n:n],
-		fences: e.fences.encoded(),
-		size:   len(state) + e.recentSize + len(e.fences.encoded()),
-		after:  e.after,
-		expect: expect,
-		span:   e.span,
+		state:     state,
+		recent:    e.recentEnc[:n:n],
+		fences:    e.fences.encoded(),
+		reminders: rem.enc,
+		due:       due,
+		prevDue:   prevDue,
+		size:      len(state) + e.recentSize + len(e.fences.encoded()) + len(rem.enc),
+		after:     e.after,
+		expect:    expect,
+		span:      e.span,
 		done: func(err error) {
+			if err == nil && due > 0 {
+				sh.noteDue(due) // the host's reminder scan looks at the shard again
+			}
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
 	})
@@ -1009,6 +1033,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 	e.fences = nil
+	e.rm = nil
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -1046,6 +1071,7 @@ func (e *entity) activate() error {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
 	}
 	e.fences = fences
+	e.loadReminders(&stored, rec.Due)
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()

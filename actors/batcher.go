@@ -35,7 +35,13 @@ type write struct {
 	// fences are the entity's sender fences, encoded as EntityRecord
 	// fields 5 and 6 (nil: none).
 	fences []byte
-	size   int // len(state) plus the bytes of recent, fences and events
+	// reminders are the entity's durable reminders, encoded as
+	// EntityRecord.reminders fields (nil: none); due is the earliest one's
+	// due time (0: none) and prevDue the due time the store indexed the
+	// entity under so far (persistence.Record.Due, PrevDue).
+	reminders    []byte
+	due, prevDue int64
+	size         int // len(state) plus the bytes of recent, fences, reminders and events
 	// after are writes of co-located entities this one depends on: it is
 	// never sent before them, only with them (same Save) or after them.
 	after []writeDep
@@ -105,9 +111,10 @@ func (p *pending) record() persistence.Record {
 		data = append(data, b...)
 	}
 	data = append(data, w.fences...)
+	data = append(data, w.reminders...)
 	data = append(data, w.journal.meta...)
 	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data,
-		Events: p.events, DeleteEventsBefore: p.deleteBefore}
+		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore}
 }
 
 // records appends p's records to recs: the entity's, and its snapshot's
@@ -143,6 +150,7 @@ func (p *pending) add(w write, maxEvents int) *pending {
 		p.next = newPending(w)
 		return p.next
 	}
+	w.prevDue = p.w.prevDue // the replaced write is never sent
 	p.w = w
 	p.after = append(p.after, w.after...)
 	p.expect += w.expect
@@ -451,6 +459,7 @@ func (b *batcher) run(parent context.Context) {
 			if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil {
 				q.after = append(p.after, q.after...)
 				q.done = append(p.done, q.done...)
+				q.w.prevDue = p.w.prevDue // p was never written
 				if q.limit == 0 || limit < q.limit {
 					q.limit = limit
 				}

@@ -69,6 +69,22 @@ type HostConfig struct {
 	// (Request, Send): it is the attempt's deadline. Default 30s.
 	RequestTimeout time.Duration
 
+	// ReminderTick is how often the host looks for durable reminders
+	// (Context.SetReminder) due in the shards it owns, and so the
+	// tolerance of their firing: a reminder fires within about
+	// ReminderTick after its due time, plus the time its entity takes to
+	// activate and handle it, on a host that keeps up (see
+	// ReminderBatch). A shard in which nothing is due costs no store read
+	// per tick. Default 1s.
+	ReminderTick time.Duration
+	// ReminderBatch bounds the entities the host is delivering due
+	// reminders to at once, across its shards (each delivery lasts until
+	// the entity's firings are durable), and the index entries it reads
+	// per shard and tick: a million reminders due at once activate their
+	// entities ReminderBatch at a time, never all together, and above
+	// that the tolerance grows. Default 1024.
+	ReminderBatch int
+
 	// Limits. A Host never queues, keeps or waits for anything without a
 	// bound: an oversized request or state fails that request alone
 	// (ErrTooLarge), never its shard; overload is refused with a retryable
@@ -166,6 +182,8 @@ func DefaultHostConfig() HostConfig {
 		BatchMaxEvents:   60,
 		StoreTimeout:     10 * time.Second,
 		RequestTimeout:   30 * time.Second,
+		ReminderTick:     time.Second,
+		ReminderBatch:    1024,
 		Retry:            DefaultRetryPolicy(),
 		MaxPayloadBytes:  1 << 20,
 		MaxStateBytes:    512 << 10,
@@ -212,6 +230,10 @@ func (c HostConfig) Validate() error {
 		return errors.New("actors: StoreTimeout must be positive")
 	case c.RequestTimeout <= 0:
 		return errors.New("actors: RequestTimeout must be positive")
+	case c.ReminderTick <= 0:
+		return errors.New("actors: ReminderTick must be positive")
+	case c.ReminderBatch <= 0:
+		return errors.New("actors: ReminderBatch must be positive")
 	case c.MaxPayloadBytes <= 0:
 		return errors.New("actors: MaxPayloadBytes must be positive")
 	case c.MaxStateBytes <= 0:

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"strings"
 	"testing"
@@ -105,4 +106,47 @@ func TestDedupEntriesStoredWholeStillAnswer(t *testing.T) {
 	require.Len(t, er.Recent, 2)
 	require.Empty(t, er.Recent[0].Reply.GetRequestId())
 	require.Equal(t, "ordo.test.v1.Value", er.Recent[0].Reply.GetPayload().GetTypeUrl())
+}
+
+// HostStats.DedupEntries counts the entries the active entities hold: the
+// window of each, and nothing of an entity that stopped.
+func TestHostStatsCountDedupEntries(t *testing.T) {
+	h := newHarness(t, func(c *actors.HostConfig) { c.DedupWindow = 4 })
+	ctx := testCtx(t)
+	entries := func(want int64) {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+			if got := h.host.Stats().DedupEntries; got != want {
+				return fmt.Errorf("%d dedup entries, want %d", got, want)
+			}
+			return nil
+		})
+	}
+	for i := range 6 {
+		_, err := h.add(ctx, "a", 1, actors.WithRequestID(fmt.Sprintf("a-%d", i)))
+		require.NoError(t, err)
+	}
+	for i := range 2 {
+		_, err := h.add(ctx, "b", 1, actors.WithRequestID(fmt.Sprintf("b-%d", i)))
+		require.NoError(t, err)
+	}
+	entries(4 + 2)
+
+	shards := map[uint32]bool{}
+	for _, id := range []string{"a", "b"} {
+		shards[actors.ShardOf(ref(id), h.cfg.Shards)] = true
+	}
+	for s := range shards {
+		require.NoError(t, h.host.Release(ctx, s, 1))
+	}
+	entries(0)
+
+	// Activated again, an entity holds the window it loaded.
+	for s := range shards {
+		require.NoError(t, h.host.Own(s, 2))
+	}
+	v, err := h.add(ctx, "a", 1, actors.WithRequestID("a-5"))
+	require.NoError(t, err)
+	require.EqualValues(t, 6, v.Value, "the retry's stored reply")
+	entries(4)
 }

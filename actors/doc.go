@@ -50,6 +50,13 @@
 //     remember it. Work that must survive an owner change is re-driven from
 //     durable state on activation (OnActivate), as a saga does.
 //
+//   - Timers and reminders. A timer (After) is in memory: it dies with
+//     the activation and does not keep the entity active. A durable
+//     reminder (SetReminder: a name, a due time, an optional period and a
+//     message) is part of the entity's record, written, fenced and rolled
+//     back with the run that set it, and survives passivation, crashes and
+//     hand-offs; see Reminders below.
+//
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
 //     the least recently used are passivated first. An OnPassivate hook
@@ -163,4 +170,56 @@
 //
 // Errors cross the wire as codes (see Error) and keep their identity:
 // errors.Is(err, ErrNotHere) holds on the far side of a network.
+//
+// # Reminders
+//
+// A record's earliest reminder due time goes to the store with the record
+// (persistence.Record.Due), and a store that is a persistence.ReminderIndex
+// indexes it per shard, in the same atomic, fenced step. Nothing waits in
+// memory: every HostConfig.ReminderTick the host reads, for each shard it
+// owns that may have a reminder due, the shard's earliest index entries,
+// and sends each entity listed as due a delivery through its mailbox,
+// which activates it if it was not active. So an entity is activated for
+// its reminder only once it is due, never before; a shard in which nothing
+// is due costs no read per tick (the host knows each shard's next due time
+// from its last read and from the due times its entities' writes carry);
+// and at most HostConfig.ReminderBatch deliveries are outstanding at once
+// across the host's shards, each until its entity's firings are durable,
+// so a million reminders due at once never mean a million active entities
+// (passivation keeps within MaxActive as usual). After a crash or a
+// hand-off, the shard's new owner reads the index when it takes the shard
+// and fires whatever is due.
+//
+// A delivered entity fires its due reminders, earliest first, each as a
+// request to its own handler of the reminder's message type (Caller: the
+// entity itself), with the request ID "ordo.reminder/<name>/<due, Unix
+// nanoseconds>". The write that applies the firing also advances the
+// reminder (a periodic one to the first due + k·period later than now:
+// missed periods are skipped, not caught up) or removes it (a one-shot
+// one), unless the run set or cancelled that reminder itself. Hence:
+//
+//   - At least once, after the due time: nothing advances or removes a
+//     due reminder but the write that applies its firing, a later write,
+//     or CancelReminder. A firing whose run
+//     ends with its context (ErrDeadline, ErrUnavailable) is delivered
+//     again at a later tick; one answered by a read handler, answered from
+//     the dedup window, or failed for good (no handler, a panic, a record
+//     over MaxStateBytes: logged) is consumed by a write of its own.
+//   - At most once per due time: the request ID is the reminder's name
+//     and due time, so a firing delivered again (a reminder set again at
+//     the same due time, or by a new owner after a failover) is answered
+//     from the dedup window while it remembers it; and an owner whose
+//     epoch has passed cannot write the firing, nor the advance.
+//   - Tolerance: a reminder fires within about ReminderTick after its due
+//     time, plus the store read, the entity's activation and its run, on
+//     a host that keeps up; with more than ReminderBatch entities due at
+//     once, the later ones wait for later ticks. Due times are wall-clock
+//     times, read on the node that owns the entity when it fires: clock
+//     differences between nodes add to the tolerance.
+//
+// What it costs: the reminders are written whole with every write of
+// their entity (at most MaxReminders of them, within MaxStateBytes); a
+// write that changes the earliest due time also moves one index entry; a
+// shard costs one index read at a tick when one of its entries is due or
+// one of its deliveries ended since the last, and none otherwise.
 package actors

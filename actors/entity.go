@@ -82,7 +82,12 @@ type entity struct {
 	// fences are the highest epochs accepted from other shards' entities
 	// (see fence.go), nil when none.
 	fences *senderFences
-	tm     *timerSet // nil until the first After
+	tm     *timerSet      // nil until the first After
+	rm     *reminderState // nil while it has no reminders (see reminder.go)
+	// reading: a read handler runs (it may not change reminders).
+	reading bool
+	// counted is the window length last added to Host.dedupEntries.
+	counted int
 
 	es *eventState // nil: a state-based kind (eventsourced.go)
 
@@ -178,6 +183,7 @@ const maxBackoffEntries = 1024
 
 // Receive implements actor.Actor.
 func (e *entity) Receive(ctx actor.Context) {
+	defer e.countRecent()
 	defer func() {
 		if r := recover(); r != nil {
 			e.h.log.Error("entity crashed", "entity", e.ref, "panic", r, "stack", string(debug.Stack()))
@@ -194,7 +200,11 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.self = ctx.Self()
 	case *invoke:
 		e.en.queued.Add(-1)
-		e.handleInvoke(m.c)
+		if m.c.remind != 0 {
+			e.handleRemind(m.c)
+		} else {
+			e.handleInvoke(m.c)
+		}
 	case *writeDone:
 		e.handleWriteDone(m)
 	case *contDone:
@@ -234,7 +244,18 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
 		e.dropOuts()
 	case *actor.Stopped:
+		e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
+		e.countRecent()
 		close(e.en.stopped)
+	}
+}
+
+// countRecent adds the change of the entity's dedup window since the last
+// call to Host.dedupEntries.
+func (e *entity) countRecent() {
+	if n := len(e.recentEnc); n != e.counted {
+		e.h.dedupEntries.Add(int64(n - e.counted))
+		e.counted = n
 	}
 }
 
@@ -370,7 +391,10 @@ func (e *entity) handleInvoke(c *call) {
 	}
 
 	e.begin()
+	e.beginReminders(c.firing)
+	e.reading = !write
 	out, panicked, herr := e.runHandler(e.traced(runIn{requestID: id, deadline: c.deadline, md: env.GetMetadata(), caller: &c.caller}), msg)
+	e.reading = false
 	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
@@ -388,6 +412,9 @@ func (e *entity) handleInvoke(c *call) {
 	if code, ok := contextErrorCode(herr); ok {
 		// The run's context ended (or a context the handler derived from
 		// it): no answer, nothing kept or recorded; a retry runs again.
+		if c.firing != nil {
+			c.firing.retry = true
+		}
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.ref, herr)))
 		return
@@ -513,6 +540,7 @@ func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
 func (e *entity) begin() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
+	e.beginReminders(nil)
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if e.es != nil {
@@ -534,27 +562,29 @@ func (e *entity) commit(added int) error {
 	resolved := e.resolve()
 	added += len(resolved)
 	before := e.seq
+	rem, remWrite := e.runReminders()
 	var err error
 	if e.es != nil {
-		if err = e.commitEvents(added); errors.Is(err, ErrTooLarge) {
+		if err = e.commitEvents(added, rem, remWrite); errors.Is(err, ErrTooLarge) {
 			return err
 		}
 	} else if state, serr := e.beh.snapshot(); serr != nil {
 		err = serr
-	} else if added > 0 || e.dirty || string(state) != string(e.lastState) {
-		if size, ok := e.fit(len(state)+len(e.fences.encoded()), added); !ok {
+	} else if added > 0 || e.dirty || remWrite || string(state) != string(e.lastState) {
+		if size, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); !ok {
 			e.unremember(added)
 			e.rollback()
-			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
-				e.ref, size, len(state), size-len(state), e.h.cfg.MaxStateBytes)
+			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, reminders %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
+				e.ref, size, len(state), len(rem.enc), size-len(state)-len(rem.enc), e.h.cfg.MaxStateBytes)
 		}
-		err = e.persist(state, journalWrite{})
+		err = e.persist(state, rem, journalWrite{})
 	}
 	if err != nil {
 		e.rollback()
 		e.restart(err)
 		return err
 	}
+	e.committedReminders()
 	for _, r := range resolved {
 		if r.w.timer != nil {
 			r.w.timer.Stop()
@@ -687,6 +717,7 @@ func handlerErrorProto(err error) *ordopb.Error {
 func (e *entity) rollback() {
 	e.outbox = e.outbox[:0]
 	e.clearTimerOps()
+	e.rollbackReminders()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	if e.es != nil {
@@ -865,10 +896,11 @@ func encodeRecent(d *ordopb.DedupEntry) []byte {
 }
 
 // persist hands the entity's new state (encoded, and the rollback point
-// from now on) to the batcher, with the dedup window as it is now, and,
-// for an event-sourced entity, its new events (state is then its
-// snapshot). The record itself is encoded by the batcher, once per Save.
-func (e *entity) persist(state []byte, jw journalWrite) error {
+// from now on) to the batcher, with the dedup window and reminders as
+// they are now, and, for an event-sourced entity, its new events (state
+// is then nil: the snapshot, if any, is in jw). The record itself is
+// encoded by the batcher, once per Save.
+func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error {
 	e.seq++
 	e.lastState = state
 	e.dirty = false
@@ -879,19 +911,26 @@ func (e *entity) persist(state []byte, jw journalWrite) error {
 			expect++
 		}
 	}
-	gen, seq, pid, root := e.gen, e.seq, e.self, e.h.system.Root
+	due, prevDue := e.commitReminders(rem)
+	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.shard
 	e.h.batcher.submit(write{
 		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
-		state:  state,
-		recent: e.recentEnc[:n:n],
-		fences: e.fences.encoded(),
-		size:   len(state) + e.recentSize + len(e.fences.encoded()) + jw.bytes,
-		after:  e.after,
-		expect: expect,
-		span:   e.span,
+		state:     state,
+		recent:    e.recentEnc[:n:n],
+		fences:    e.fences.encoded(),
+		reminders: rem.enc,
+		due:       due,
+		prevDue:   prevDue,
+		size:      len(state) + e.recentSize + len(e.fences.encoded()) + len(rem.enc) + jw.bytes,
+		after:     e.after,
+		expect:    expect,
+		span:      e.span,
 		// An event-sourced entity's events, journal fields and deletion.
 		journal: jw,
 		done: func(err error) {
+			if err == nil && due > 0 {
+				sh.noteDue(due) // the host's reminder scan looks at the shard again
+			}
 			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
 	})
@@ -1022,6 +1061,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 	e.fences = nil
+	e.rm = nil
 	e.dirty, e.after = false, nil
 	e.seq, e.durable = 0, 0
 }
@@ -1061,6 +1101,7 @@ func (e *entity) activate() error {
 		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
 	}
 	e.fences = fences
+	e.loadReminders(&stored, rec.Due)
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
 	recent := stored.GetRecent()

@@ -402,14 +402,15 @@ func (e *entity) finalSnapshot() bool {
 }
 
 // commitEvents is commit's write for an event-sourced entity: it writes
-// the run's events, the dedup window and fences, and a snapshot when one
-// is due, when anything changed. Like commit, it returns an ErrTooLarge
-// *Error after rolling the run back when the run cannot be written, and
-// another error when the entity must restart.
-func (e *entity) commitEvents(added int) error {
+// the run's events, the dedup window, fences and reminders (rem; remWrite:
+// they must be written), and a snapshot when one is due, when anything
+// changed. Like commit, it returns an ErrTooLarge *Error after rolling the
+// run back when the run cannot be written, and another error when the
+// entity must restart.
+func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error {
 	es := e.es
 	n := len(es.run)
-	if n == 0 && added == 0 && !e.dirty && !es.final {
+	if n == 0 && added == 0 && !e.dirty && !es.final && !remWrite {
 		return nil
 	}
 	if n > e.h.cfg.BatchMaxEvents {
@@ -418,11 +419,11 @@ func (e *entity) commitEvents(added int) error {
 		return errf(ordopb.Code_CODE_TOO_LARGE, "a run of %s emitted %d events, over BatchMaxEvents %d; nothing applied",
 			e.ref, n, e.h.cfg.BatchMaxEvents)
 	}
-	if size, ok := e.fit(len(e.fences.encoded())+es.runBytes, added); !ok {
+	if size, ok := e.fit(len(e.fences.encoded())+len(rem.enc)+es.runBytes, added); !ok {
 		e.unremember(added)
 		e.rollback()
-		return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s with the events of the run would be %d bytes at least (events %d), over MaxStateBytes %d; nothing applied",
-			e.ref, size, es.runBytes, e.h.cfg.MaxStateBytes)
+		return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s with the events of the run would be %d bytes at least (events %d, reminders %d), over MaxStateBytes %d; nothing applied",
+			e.ref, size, es.runBytes, len(rem.enc), e.h.cfg.MaxStateBytes)
 	}
 	last := es.lastEvent + uint64(n)
 	jw := journalWrite{bytes: es.runBytes}
@@ -460,7 +461,7 @@ func (e *entity) commitEvents(added int) error {
 	es.final = false
 	es.run, es.runBytes = nil, 0 // the write owns the events' data
 	es.beh.keep()
-	return e.persist(nil, jw)
+	return e.persist(nil, rem, jw)
 }
 
 // activateEvents loads an event-sourced entity from its stored record:

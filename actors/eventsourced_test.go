@@ -928,3 +928,48 @@ func TestEventSourcedLoadRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rec.Found)
 }
+
+// A durable reminder of an event-sourced entity is written with its
+// record, which its next owner loads, and the run its firing makes emits
+// like any run.
+func TestEventSourcedReminders(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	var ec esCounter
+	kind := actors.MustKind("counter", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.EventSourced(actors.EventSourcing[*testpb.Counter]{
+			Events: []proto.Message{(*testpb.Added)(nil)}, Apply: ec.apply}),
+		actors.On(func(c *esCtx, m *testpb.Remind) (*testpb.Value, error) {
+			if err := c.SetReminder(m.Name, time.Unix(0, m.DueUnixNano), 0, &testpb.Tick{Delta: m.Delta}); err != nil {
+				return nil, err
+			}
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+		actors.On(func(c *esCtx, m *testpb.Tick) (*testpb.Value, error) {
+			c.Emit(&testpb.Added{Delta: m.Delta})
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+		actors.OnRead(func(c *esCtx, _ *testpb.Get) (*testpb.Value, error) {
+			return &testpb.Value{Value: c.State.Value}, nil
+		}))
+	tick := func(c *actors.HostConfig) { c.ReminderTick = 5 * time.Millisecond }
+	h1 := esHost(t, store, 1, tick, kind)
+	ctx := testCtx(t)
+	due := time.Now().Add(time.Hour)
+	_, err := actors.Call[*testpb.Value](ctx, h1, ref("rm"), &testpb.Remind{Name: "r", DueUnixNano: due.UnixNano(), Delta: 7})
+	require.NoError(t, err)
+	kill(t, h1)
+	require.Len(t, record(t, store, "rm").Reminders, 1, "the reminder is in the record")
+
+	// The next owner fires it once it is due (brought forward here).
+	h2 := esHost(t, store, 2, tick, kind)
+	_, err = actors.Call[*testpb.Value](ctx, h2, ref("rm"), &testpb.Remind{Name: "r", DueUnixNano: time.Now().UnixNano(), Delta: 7})
+	require.NoError(t, err)
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if v, err := esGet(ctx, h2, "rm"); err != nil || v != 7 {
+			return fmt.Errorf("value %d (%v)", v, err)
+		}
+		return nil
+	})
+	require.Len(t, journal(t, store, kind, "rm"), 1)
+}

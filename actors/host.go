@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -30,11 +31,14 @@ type Host struct {
 	cfg   HostConfig
 	store persistence.Store // raw, or raw with spans (HostConfig.Tracer)
 	// raw is the store as given, for its optional interfaces
-	// (persistence.BatchLoader, Journal), which store may hide.
+	// (persistence.BatchLoader, Journal, ReminderIndex), which store may
+	// hide.
 	raw    persistence.Store
 	kinds  map[string]Kind
 	log    *slog.Logger
 	router Router
+	// index is the store's reminder index (nil: the store keeps none).
+	index persistence.ReminderIndex
 	// journal is raw's journal when a kind is event-sourced (else nil).
 	journal persistence.Journal
 
@@ -62,11 +66,20 @@ type Host struct {
 	// parked holds the calls that arrived for a passivating entity
 	// (entry.closing), for its next activation.
 	parked map[*entry][]*call
+	// reminding holds the entities the host is delivering due reminders
+	// to (at most HostConfig.ReminderBatch; see remind).
+	reminding map[Ref]struct{}
 
 	timers       atomic.Int64 // pending timers of every entity
 	activations  atomic.Uint64
 	passivations atomic.Uint64
 	overloaded   atomic.Uint64
+	// dedupEntries is the number of dedup entries the active entities
+	// hold in memory (each entity adds its window's change after every
+	// message, and takes its count back when it stops).
+	dedupEntries atomic.Int64
+
+	remindersFired, reminderScans atomic.Uint64
 
 	// props spawns every entity; its producer returns spawning, set under
 	// mu just before each Spawn (which calls the producer synchronously),
@@ -97,6 +110,24 @@ type shardState struct {
 
 	fenceMu sync.Mutex
 	fenced  bool
+
+	// Reminders (see reminderLoop): nextDue is the earliest due time the
+	// last scan of the shard's index found (math.MaxInt64: none; 0: not
+	// scanned yet), read and written by the loop only; hint is the
+	// earliest due time written since that scan began (math.MaxInt64:
+	// none), lowered by the entities' durable writes.
+	nextDue atomic.Int64
+	hint    atomic.Int64
+}
+
+// noteDue lowers sh.hint to due.
+func (sh *shardState) noteDue(due int64) {
+	for {
+		cur := sh.hint.Load()
+		if due >= cur || sh.hint.CompareAndSwap(cur, due) {
+			return
+		}
+	}
 }
 
 // entry is one active entity as the host sees it.
@@ -145,6 +176,11 @@ type call struct {
 	fence *ordopb.SenderFence
 	// timer: the call is a timer's firing (After), not a request.
 	timer bool
+	// remind, when not 0, makes the call a delivery of the entity's due
+	// reminders (Host.remind), listed by the store's index as due then;
+	// firing is set on the request one reminder's firing makes.
+	remind int64
+	firing *firing
 	// deadline is the call's effective deadline, Unix nanoseconds: the
 	// envelope's, or HostConfig.DefaultDeadline from admission, capped at
 	// HostConfig.MaxDeadline. Never 0 once admitted.
@@ -164,6 +200,10 @@ type HostStats struct {
 	// Overloaded counts the calls refused because a mailbox was full or
 	// too many calls were in flight (HostConfig.MaxMailbox, MaxInflight).
 	Overloaded uint64
+	// DedupEntries is the number of dedup entries (request IDs with their
+	// replies) the active entities hold in memory: at most DedupWindow per
+	// active entity.
+	DedupEntries int64
 	// Loads counts the store reads of activating entities, and
 	// LoadedRecords the records they asked for: with a store that is a
 	// persistence.BatchLoader, entities activating together share a read.
@@ -171,6 +211,11 @@ type HostStats struct {
 	// Timers is the number of timers (Context.After) pending.
 	Timers int64
 	Batch  BatchStats
+
+	// RemindersFired counts the durable reminders' firings delivered to
+	// entities (Context.SetReminder), and ReminderScans the reads of the
+	// store's reminder index that looked for them.
+	RemindersFired, ReminderScans uint64
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
@@ -217,6 +262,7 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 	if h.router == nil {
 		h.router = localRouter{h}
 	}
+	h.index, _ = raw.(persistence.ReminderIndex)
 	return h, nil
 }
 
@@ -245,6 +291,10 @@ func (h *Host) Start(ctx context.Context) error {
 		go h.batcher.run(h.ctx)
 		h.bg.Add(1)
 		go h.sweepLoop()
+		if h.index != nil {
+			h.bg.Add(1)
+			go h.reminderLoop()
+		}
 		h.mu.Lock()
 		h.started = true
 		h.mu.Unlock()
@@ -324,6 +374,7 @@ func (h *Host) Own(shard uint32, epoch int64) error {
 		entities: make(map[Ref]*entry),
 	}
 	sh.ctx, sh.cancel = context.WithCancelCause(h.ctx)
+	sh.hint.Store(math.MaxInt64)
 	h.shards[shard] = sh
 	h.bg.Add(1)
 	h.mu.Unlock()
@@ -579,8 +630,14 @@ func (h *Host) admit(from Caller, c *call) {
 		reply(errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was admitted", ref)))
 		return
 	}
-	shard := ShardOf(ref, h.cfg.Shards)
+	h.enqueue(c, ref, kind, now)
+}
 
+// enqueue hands an admitted call to its entity, activating it if needed,
+// or refuses it (host closed, shard not owned, overload).
+func (h *Host) enqueue(c *call, ref Ref, kind Kind, now int64) {
+	env, reply := c.env, c.reply
+	shard := ShardOf(ref, h.cfg.Shards)
 	h.mu.Lock()
 	if h.closed || !h.started {
 		h.mu.Unlock()
@@ -882,7 +939,8 @@ func (h *Host) Stats() HostStats {
 	active, inflight := h.active, h.inflight
 	h.mu.Unlock()
 	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
-		Inflight: inflight, Overloaded: h.overloaded.Load(), Timers: h.timers.Load()}
+		Inflight: inflight, Overloaded: h.overloaded.Load(), Timers: h.timers.Load(), DedupEntries: h.dedupEntries.Load(),
+		RemindersFired: h.remindersFired.Load(), ReminderScans: h.reminderScans.Load()}
 	if h.loader != nil {
 		s.Loads, s.LoadedRecords = h.loader.stats()
 	}

@@ -78,6 +78,8 @@ func (m *metrics) registerHost(h *actors.Host) {
 			func(s actors.HostStats) uint64 { return s.Overloaded }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ordo_inflight_calls", Help: "Calls admitted by this node and not yet answered."},
 			func() float64 { return float64(h.Stats().Inflight) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ordo_dedup_entries", Help: "Dedup entries (request IDs with their replies) held by the active entities."},
+			func() float64 { return float64(h.Stats().DedupEntries) }),
 	)
 }
 

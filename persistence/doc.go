@@ -34,6 +34,21 @@
 // over an event that commits later (projections, read models). Save's
 // contract and cost for records without events are unchanged.
 //
+// # Reminder index
+//
+// A record may carry a due time (Record.Due: when the entity's earliest
+// durable reminder is due). A Store that implements ReminderIndex indexes
+// records by it, per shard, and Save moves a record's entry in the same
+// per-shard atomic step as the record, under the same fence: a refused
+// Save leaves the index as it was. ReminderIndex.Due lists a shard's
+// earliest entries up to a time, so that the shard's owner finds the
+// entities whose reminders are due without loading any other record: its
+// cost follows the entries it returns, never the number of reminders.
+// PostgreSQL keeps the due time in the record's row (a partial index);
+// etcd keeps a key per entry and removes the old one at Record.PrevDue,
+// which the writer supplies; a wrong PrevDue leaves a stale entry, which
+// callers check against the record and a later Save removes.
+//
 // This package holds only the contract; drivers live in sub-packages
 // (persistence/memory, persistence/etcd, persistence/postgres) and the
 // conformance suite that every driver passes lives in persistence/storetest.

@@ -30,6 +30,16 @@ type Record struct {
 	Shard uint32
 	Epoch int64
 	Data  []byte
+	// Due is when the entity's earliest durable reminder is due, Unix
+	// nanoseconds; 0: it has none. Save stores it with the record, in the
+	// same atomic step, and a store that is a ReminderIndex indexes the
+	// record under it. Load returns it as saved.
+	Due int64
+	// PrevDue is, in a Save, the Due of the record as last saved (0: none,
+	// or never saved) as its writer knows it: a driver that cannot read
+	// the old Due within its write (etcd) removes the record's index entry
+	// at PrevDue. Other drivers ignore it; Load returns 0.
+	PrevDue int64
 
 	// Events are appended to the entity's journal. Their Seqs are
 	// consecutive, and the first is the entity's last stored Seq + 1 (1
@@ -159,8 +169,8 @@ func ValidateEpoch(epoch int64) error {
 }
 
 // ValidateBatch checks a Save batch: valid keys and epochs, non-nil data, no
-// key twice, one epoch per shard, and valid events (ValidateEvents). Drivers
-// call it before writing.
+// negative due time, no key twice, one epoch per shard, and valid events
+// (ValidateEvents). Drivers call it before writing.
 func ValidateBatch(recs []Record) error {
 	type key struct{ kind, id string }
 	seen := make(map[key]struct{}, len(recs))
@@ -175,6 +185,9 @@ func ValidateBatch(recs []Record) error {
 		}
 		if r.Data == nil {
 			return fmt.Errorf("record %d (%s/%s): %w: nil data", i, r.Kind, r.ID, ErrInvalid)
+		}
+		if r.Due < 0 || r.PrevDue < 0 {
+			return fmt.Errorf("record %d (%s/%s): %w: negative due time", i, r.Kind, r.ID, ErrInvalid)
 		}
 		if err := ValidateEvents(r.Events); err != nil {
 			return fmt.Errorf("record %d (%s/%s): %w", i, r.Kind, r.ID, err)

@@ -119,12 +119,17 @@ type transferJSON struct {
 	Amount int64  `json:"amount"`
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// Start is when a scheduled transfer starts (or started), RFC 3339.
+	Start string `json:"start,omitempty"`
 }
 
 func transferOut(id string, st *bankpb.TransferState) transferJSON {
 	t := transferJSON{ID: id, From: st.From, To: st.To, Amount: st.Amount, Status: workload.StatusName(st.Status)}
 	if st.Error != "" {
 		t.Error = workload.Reason(st.Error)
+	}
+	if st.StartUnixNano != 0 {
+		t.Start = time.Unix(0, st.StartUnixNano).UTC().Format(time.RFC3339Nano)
 	}
 	return t
 }
@@ -135,10 +140,12 @@ func newTransferCmd() *cobra.Command {
 		id       string
 		from, to string
 		amount   int64
+		at       string
+		in       time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "transfer --etcd E --id ID --from A --to B --amount N",
-		Short: "Submit one transfer (idempotent by ID) and wait for its final status",
+		Use:   "transfer --etcd E --id ID --from A --to B --amount N [--at RFC3339 | --in DURATION]",
+		Short: "Submit one transfer (idempotent by ID) and wait for its final status, or schedule it for later",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cf.validate(); err != nil {
 				return err
@@ -161,8 +168,32 @@ func newTransferCmd() *cobra.Command {
 			if err := ledger.TransferRef(from, id).Validate(); err != nil {
 				return usagef("--id %q: %v", id, err)
 			}
+			var start time.Time
+			switch {
+			case at != "" && cmd.Flags().Changed("in"):
+				return usagef("--at and --in exclude each other")
+			case at != "":
+				var err error
+				if start, err = time.Parse(time.RFC3339Nano, at); err != nil {
+					return usagef("--at %q: want an RFC 3339 time such as 2030-01-02T15:04:05Z: %v", at, err)
+				}
+				if start.UnixNano() <= 0 {
+					return usagef("--at %q is not after 1970", at)
+				}
+			case cmd.Flags().Changed("in"):
+				if in <= 0 {
+					return usagef("--in %v must be positive", in)
+				}
+				start = time.Now().Add(in)
+			}
 			return cf.withClient(cmd, func(ctx context.Context, c *cluster.Client) error {
-				st, err := ledger.SubmitAndWait(ctx, c, id, from, to, amount)
+				var st *bankpb.TransferState
+				var err error
+				if start.IsZero() {
+					st, err = ledger.SubmitAndWait(ctx, c, id, from, to, amount)
+				} else {
+					st, err = ledger.Schedule(ctx, c, id, from, to, amount, start)
+				}
 				if err != nil {
 					return fmt.Errorf("transfer %s: %w", id, err)
 				}
@@ -175,6 +206,8 @@ func newTransferCmd() *cobra.Command {
 	cmd.Flags().StringVar(&from, "from", "", "source account (required)")
 	cmd.Flags().StringVar(&to, "to", "", "destination account (required)")
 	cmd.Flags().Int64Var(&amount, "amount", 0, "amount in minor units, > 0 (required)")
+	cmd.Flags().StringVar(&at, "at", "", "schedule the transfer to start at this RFC 3339 time instead of now, and print its status (scheduled) at once")
+	cmd.Flags().DurationVar(&in, "in", 0, "schedule the transfer to start this long from now (see --at)")
 	return cmd
 }
 
@@ -214,7 +247,7 @@ func newTransferStatusCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "transfer-status --etcd E --id ID --from A",
-		Short: "Read a transfer's status (a transfer is named by its source account and its ID)",
+		Short: "Read a transfer's status (a transfer is named by its source account and its ID); a scheduled one shows scheduled until it starts",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cf.validate(); err != nil {
 				return err

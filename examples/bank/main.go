@@ -120,7 +120,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemoCmd(), newEtcdCmd(), newCertsCmd(), newNodeCmd(), newOpenCmd(), newTransferCmd(), newBalanceCmd(),
-		newTransferStatusCmd(), newStatementCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd())
+		newTransferStatusCmd(), newStatementCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd(), newSoakCmd())
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = noArgs

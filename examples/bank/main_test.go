@@ -15,6 +15,7 @@ import (
 
 	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
@@ -82,6 +83,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"transfer", "--insecure", "--etcd", "e", "--id", "t1", "--from", "alice", "--to", "acct-000002", "--amount", "5"}, `--from "alice"`},
 		{[]string{"transfer", "--insecure", "--etcd", "e", "--id", "t1", "--from", "acct-000001", "--to", "acct-000001", "--amount", "5"}, "are both"},
 		{[]string{"transfer", "--insecure", "--etcd", "e", "--id", "t1", "--from", "acct-000001", "--to", "acct-000002", "--amount", "0"}, "--amount 0"},
+		{[]string{"transfer", "--insecure", "--etcd", "e", "--id", "t1", "--from", "acct-000001", "--to", "acct-000002", "--amount", "5", "--at", "tomorrow"}, `--at "tomorrow"`},
+		{[]string{"transfer", "--insecure", "--etcd", "e", "--id", "t1", "--from", "acct-000001", "--to", "acct-000002", "--amount", "5", "--at", "2030-01-02T15:04:05Z", "--in", "1s"}, "exclude each other"},
+		{[]string{"transfer", "--insecure", "--etcd", "e", "--id", "t1", "--from", "acct-000001", "--to", "acct-000002", "--amount", "5", "--in", "-1s"}, "--in -1s"},
 		{[]string{"balance", "--insecure", "--etcd", "e"}, "--account"},
 		{[]string{"transfer-status", "--insecure", "--etcd", "e"}, "--id is required"},
 		{[]string{"transfer-status", "--insecure", "--etcd", "e", "--id", "x"}, "--from"},
@@ -321,6 +325,99 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 		"--history", bad}, common...)...)
 	if code != exitFailure || !strings.Contains(out, `"ok": false`) {
 		t.Fatalf("check of a tampered history: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// A transfer scheduled with bank transfer --in shows scheduled (and its
+// start time) until it starts, starts on the shard's next owner when the
+// node that owned it crashed meanwhile, and completes; one scheduled
+// --at a time completes too.
+func TestScheduledTransferEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	certs := t.TempDir()
+	if code, out, stderr := runCLI(t, ctx, "certs", "--dir", certs, "--nodes", "n1,n2,n3"); code != exitOK {
+		t.Fatalf("certs: exit %d\n%s%s", code, out, stderr)
+	}
+	ca, err := ordotls.LoadCA(certs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := inproc.Start(ctx, inproc.Config{Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16, CA: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cl.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	common := []string{"--etcd", strings.Join(cl.Endpoints(), ","), "--prefix", cl.Prefix(), "--tls-ca", filepath.Join(certs, "ca.pem"),
+		"--tls-cert", filepath.Join(certs, "client.pem"), "--tls-key", filepath.Join(certs, "client-key.pem")}
+	cli := func(args ...string) string {
+		t.Helper()
+		code, out, stderr := runCLI(t, ctx, append(args, common...)...)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s%s", args[0], code, out, stderr)
+		}
+		return out
+	}
+	status := func(id string) transferJSON {
+		t.Helper()
+		var st transferJSON
+		if err := json.Unmarshal([]byte(cli("transfer-status", "--id", id, "--from", "acct-000000")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	cli("open", "--accounts", "2", "--balance", "100")
+
+	out := cli("transfer", "--id", "sched-1", "--from", "acct-000000", "--to", "acct-000001", "--amount", "25", "--in", "4s")
+	var st transferJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	start, err := time.Parse(time.RFC3339Nano, st.Start)
+	if st.Status != "scheduled" || err != nil {
+		t.Fatalf("transfer --in printed %s (start: %v)", out, err)
+	}
+	if got := status("sched-1"); got.Status != "scheduled" || got.Start != st.Start {
+		t.Fatalf("transfer-status = %+v, want scheduled at %s", got, st.Start)
+	}
+	owner := cl.Owner(ledger.TransferRef("acct-000000", "sched-1"))
+	if time.Now().Before(start) {
+		cl.Kill(owner) // the reminder is in the store, not on the node
+		if err := cl.Restart(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		t.Logf("the transfer was due before its owner could be killed")
+	}
+	testutil.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
+		if got := status("sched-1"); got.Status != "completed" {
+			return fmt.Errorf("transfer sched-1 is %s", got.Status)
+		}
+		return nil
+	})
+	if done := time.Now(); done.Before(start) {
+		t.Fatalf("completed at %v, before its start %v", done, start)
+	}
+
+	at := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	out = cli("transfer", "--id", "sched-2", "--from", "acct-000000", "--to", "acct-000001", "--amount", "5", "--at", at)
+	if !strings.Contains(out, `"status": "scheduled"`) {
+		t.Fatalf("transfer --at printed %s", out)
+	}
+	testutil.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
+		if got := status("sched-2"); got.Status != "completed" {
+			return fmt.Errorf("transfer sched-2 is %s", got.Status)
+		}
+		return nil
+	})
+	for acct, want := range map[string]string{"acct-000000": `"balance": 70`, "acct-000001": `"balance": 130`} {
+		if out := cli("balance", "--account", acct); !strings.Contains(out, want) {
+			t.Fatalf("balance of %s: %s, want %s", acct, out, want)
+		}
 	}
 }
 

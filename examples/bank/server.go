@@ -49,6 +49,7 @@ func newEtcdCmd() *cobra.Command {
 		maxTxnOps                uint
 		logLevel                 string
 		tlsCA, tlsCert, tlsKey   string
+		compactEvery             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST [--tls-ca F --tls-cert F --tls-key F]",
@@ -134,6 +135,13 @@ and write placement and, with the etcd store, entity state.`,
 				info := transport.TLSInfo{CertFile: tlsCert, KeyFile: tlsKey, TrustedCAFile: tlsCA, ClientCertAuth: true}
 				cfg.ClientTLSInfo, cfg.PeerTLSInfo = info, info
 			}
+			if compactEvery < 0 {
+				return usagef("--auto-compaction-retention %v is negative", compactEvery)
+			}
+			if compactEvery > 0 {
+				cfg.AutoCompactionMode = embed.CompactorModePeriodic
+				cfg.AutoCompactionRetention = compactEvery.String()
+			}
 			if err := cfg.Validate(); err != nil {
 				return usagef("etcd configuration: %v", err)
 			}
@@ -180,6 +188,8 @@ and write placement and, with the etcd store, entity state.`,
 	fs.StringVar(&tlsCA, "tls-ca", "", "CA bundle (PEM) every client's and peer's certificate must verify against (client certificate authentication; see bank certs --etcd)")
 	fs.StringVar(&tlsCert, "tls-cert", "", "the member's certificate (PEM) for its https:// client and peer URLs")
 	fs.StringVar(&tlsKey, "tls-key", "", "the member's certificate's private key (PEM)")
+	fs.DurationVar(&compactEvery, "auto-compaction-retention", 0,
+		"compact the key history older than this, periodically (etcd's periodic mode); 0 keeps every revision")
 	return cmd
 }
 
@@ -198,6 +208,8 @@ func newNodeCmd() *cobra.Command {
 		adminTokenFile            string
 		gossipKey                 string
 		otlp                      otlpFlags
+		pprof                     bool
+		idleTimeout               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "node --id ID --etcd ENDPOINTS --remote HOST:PORT --gossip HOST:PORT (--tls-ca F --tls-cert F --tls-key F | --insecure) --gossip-key FILE [--join HOST:PORT,...]",
@@ -223,6 +235,7 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 			cfg.AdvertiseGossipAddr = advGossip
 			cfg.Join = join
 			cfg.AdminAddr = admin
+			cfg.Pprof = pprof
 			cfg.Placement.Prefix = prefix
 			if shards != 0 {
 				cfg.Placement.Shards = shards
@@ -258,6 +271,9 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 				if cfg.AdminToken, err = readSecretFile("admin-token-file", adminTokenFile); err != nil {
 					return err
 				}
+			}
+			if idleTimeout != 0 {
+				cfg.Host.IdleTimeout = idleTimeout
 			}
 			if drain <= 0 {
 				return usagef("--drain-timeout %v must be positive", drain)
@@ -378,6 +394,9 @@ Without --gossip-key gossip is plaintext (a warning is logged).`,
 	fs.StringVar(&store, "store", "etcd", "where entity state is kept: etcd or postgres")
 	fs.StringVar(&pg, "pg", "", "PostgreSQL URL for --store postgres (default $ORDO_PG_URL, which keeps its password off the command line); sslmode and sslrootcert are honoured")
 	fs.StringVar(&admin, "admin", "", "host:port of the admin HTTP endpoint (status JSON, /metrics); empty disables it; off loopback it needs TLS or --admin-token-file")
+	fs.BoolVar(&pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin endpoint (loopback, or with --admin-token-file)")
+	fs.DurationVar(&idleTimeout, "idle-timeout", 0, "passivate an entity idle this long (0: the runtime's default, "+
+		cluster.DefaultConfig().Host.IdleTimeout.String()+")")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "file holding the bearer token the admin endpoint requires (all but /healthz and /readyz)")
 	sec.register(fs)
 	fs.DurationVar(&leaseTTL, "lease-ttl", cluster.DefaultConfig().Placement.LeaseTTL, "etcd lease TTL, whole seconds")

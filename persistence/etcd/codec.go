@@ -15,7 +15,11 @@ import (
 // decode.
 var ErrCorrupt = errors.New("etcdstore: corrupt stored value")
 
-const recordVersion = 1
+// Record versions: 1 without a due time, 2 with one.
+const (
+	recordVersion    = 1
+	recordVersionDue = 2
+)
 
 func fenceKey(prefix string, shard uint32) string {
 	return fmt.Sprintf("%sfences/%010d", prefix, shard)
@@ -25,32 +29,96 @@ func entityKey(prefix, kind, id string) string {
 	return prefix + "entities/" + url.PathEscape(kind) + "/" + id
 }
 
-// encodeRecord encodes r's shard, epoch and data as a stored value.
+// encodeRecord encodes r's shard, epoch, due time and data as a stored
+// value.
 func encodeRecord(r *persistence.Record) []byte {
-	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(r.Data))
-	b = append(b, recordVersion)
+	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(r.Data))
+	if r.Due == 0 {
+		b = append(b, recordVersion)
+	} else {
+		b = append(b, recordVersionDue)
+	}
 	b = binary.AppendUvarint(b, uint64(r.Shard))
 	b = binary.AppendUvarint(b, uint64(r.Epoch))
+	if r.Due != 0 {
+		b = binary.AppendUvarint(b, uint64(r.Due))
+	}
 	return append(b, r.Data...)
 }
 
-// decodeRecord decodes a stored value into shard, epoch and data. data
-// aliases b. Only the canonical encoding is accepted.
-func decodeRecord(b []byte) (shard uint32, epoch int64, data []byte, err error) {
-	if len(b) == 0 || b[0] != recordVersion {
-		return 0, 0, nil, fmt.Errorf("%w: unknown record version", ErrCorrupt)
+// decodeRecord decodes a stored value into shard, epoch, due time and
+// data. data aliases b. Only the canonical encoding is accepted.
+func decodeRecord(b []byte) (shard uint32, epoch, due int64, data []byte, err error) {
+	if len(b) == 0 || b[0] != recordVersion && b[0] != recordVersionDue {
+		return 0, 0, 0, nil, fmt.Errorf("%w: unknown record version", ErrCorrupt)
 	}
+	withDue := b[0] == recordVersionDue
 	b = b[1:]
 	s, n := uvarint(b)
 	if n <= 0 || s > uint64(^uint32(0)) {
-		return 0, 0, nil, fmt.Errorf("%w: bad shard", ErrCorrupt)
+		return 0, 0, 0, nil, fmt.Errorf("%w: bad shard", ErrCorrupt)
 	}
 	b = b[n:]
 	e, n := uvarint(b)
 	if n <= 0 || e == 0 || e > 1<<63-1 {
-		return 0, 0, nil, fmt.Errorf("%w: bad epoch", ErrCorrupt)
+		return 0, 0, 0, nil, fmt.Errorf("%w: bad epoch", ErrCorrupt)
 	}
-	return uint32(s), int64(e), b[n:], nil
+	b = b[n:]
+	if withDue {
+		d, n := uvarint(b)
+		if n <= 0 || d == 0 || d > 1<<63-1 {
+			return 0, 0, 0, nil, fmt.Errorf("%w: bad due time", ErrCorrupt)
+		}
+		due, b = int64(d), b[n:]
+	}
+	return uint32(s), int64(e), due, b, nil
+}
+
+// The reminder index. A record saved with a due time has, besides its
+// record, the key
+//
+//	P due/<shard>/<due>/<kind>/<id>
+//
+// with <shard> as in fence keys, <due> in 20 decimal digits (so a shard's
+// entries list in due order) and <kind> path-escaped as in entity keys,
+// and an empty value.
+
+const dueDigits = 20
+
+// duePrefix is the prefix of every index key of shard.
+func duePrefix(prefix string, shard uint32) string {
+	return fmt.Sprintf("%sdue/%010d/", prefix, shard)
+}
+
+// dueBound returns the first key of shard's entries due after upTo.
+func dueBound(prefix string, shard uint32, upTo int64) string {
+	return fmt.Sprintf("%s%0*d", duePrefix(prefix, shard), dueDigits, uint64(upTo)+1)
+}
+
+func dueKey(prefix string, shard uint32, due int64, kind, id string) string {
+	return fmt.Sprintf("%s%0*d/%s/%s", duePrefix(prefix, shard), dueDigits, due, url.PathEscape(kind), id)
+}
+
+// parseDueKey splits the part of an index key after its shard's prefix
+// into the due time, the kind and the ID. Only keys the store writes
+// parse.
+func parseDueKey(rest string) (persistence.DueEntry, error) {
+	bad := fmt.Errorf("%w: reminder index key %q", ErrCorrupt, rest)
+	if len(rest) < dueDigits+3 || rest[dueDigits] != '/' {
+		return persistence.DueEntry{}, bad
+	}
+	due, err := strconv.ParseInt(rest[:dueDigits], 10, 64)
+	if err != nil || due <= 0 {
+		return persistence.DueEntry{}, bad
+	}
+	kind, id, ok := strings.Cut(rest[dueDigits+1:], "/")
+	if !ok {
+		return persistence.DueEntry{}, bad
+	}
+	if kind, err = url.PathUnescape(kind); err != nil || persistence.ValidateKey(kind, id) != nil {
+		return persistence.DueEntry{}, bad
+	}
+	return persistence.DueEntry{Kind: kind, ID: id, Due: due}, nil
 }
 
 // uvarint is binary.Uvarint refusing non-minimal encodings.

@@ -12,20 +12,22 @@ import (
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(&persistence.Record{Shard: 1, Epoch: 1, Data: []byte("x")}))
 	f.Add(encodeRecord(&persistence.Record{Shard: ^uint32(0), Epoch: 1<<63 - 1, Data: nil}))
+	f.Add(encodeRecord(&persistence.Record{Shard: 7, Epoch: 2, Due: 1<<63 - 1, Data: []byte("x")}))
 	f.Add([]byte{1, 0x80, 0x00, 1})
+	f.Add([]byte{2, 1, 1, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		shard, epoch, data, err := decodeRecord(b)
+		shard, epoch, due, data, err := decodeRecord(b)
 		if err != nil {
 			return
 		}
-		if epoch <= 0 {
-			t.Fatalf("decoded epoch %d", epoch)
+		if epoch <= 0 || due < 0 {
+			t.Fatalf("decoded epoch %d, due %d", epoch, due)
 		}
 		// Only canonical encodings decode, so encoding is the exact inverse.
-		again := encodeRecord(&persistence.Record{Shard: shard, Epoch: epoch, Data: data})
+		again := encodeRecord(&persistence.Record{Shard: shard, Epoch: epoch, Due: due, Data: data})
 		if !bytes.Equal(again, b) {
-			t.Fatalf("%x decodes to (%d, %d, %x), which encodes to %x", b, shard, epoch, data, again)
+			t.Fatalf("%x decodes to (%d, %d, %d, %x), which encodes to %x", b, shard, epoch, due, data, again)
 		}
 	})
 }

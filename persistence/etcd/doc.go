@@ -8,12 +8,23 @@
 //	P fences/<shard>              the shard's fence: the epoch in decimal ASCII
 //	P entities/<kind>/<id>        one entity record (see below)
 //	P journal/<kind>/<id>\x00<seq> one event of the entity's journal
+//	P due/<shard>/<due>/<kind>/<id> the reminder index: a record's due time
 //
 // <shard> is the shard number as ten zero-padded decimal digits, so fences
 // list in shard order. <kind> is path-escaped (net/url.PathEscape, so a "/"
 // in a kind becomes "%2F" and keys of different (kind, id) pairs never
 // collide); <id> follows verbatim. A record's value is a version byte (1),
-// the shard and the epoch as unsigned varints, then the entity data.
+// the shard and the epoch as unsigned varints, then the entity data; a
+// record with a due time (persistence.Record.Due) has version 2 and the
+// due time as a third varint.
+//
+// A record saved with a due time has one reminder index key, with <due>
+// in twenty zero-padded decimal digits, so that a shard's entries list in
+// due order and Store.Due is one range read; its value is empty. The Save
+// that moves the due time deletes the key at Record.PrevDue and puts the
+// new one, in the record's transaction (so under its fence): the store
+// does not read the old due time, and an entry left by a wrong PrevDue
+// stays until a Save names it (see persistence.ReminderIndex).
 //
 // <seq> is the event's Seq as twenty zero-padded decimal digits, after a
 // NUL byte (which no ID holds), so that an entity's events are one key

@@ -208,14 +208,14 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 	if len(resp.Kvs) == 0 {
 		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
 	}
-	shard, epoch, data, err := decodeRecord(resp.Kvs[0].Value)
+	shard, epoch, due, data, err := decodeRecord(resp.Kvs[0].Value)
 	if err != nil {
 		return persistence.Record{}, fmt.Errorf("etcdstore: load %s/%s: %w", kind, id, err)
 	}
 	if data == nil {
 		data = []byte{}
 	}
-	return persistence.Record{Kind: kind, ID: id, Shard: shard, Epoch: epoch, Data: data}, nil
+	return persistence.Record{Kind: kind, ID: id, Shard: shard, Epoch: epoch, Data: data, Due: due}, nil
 }
 
 // group is one shard's records in a batch, encoded as the operations of
@@ -325,6 +325,7 @@ func (s *Store) plan(recs []persistence.Record, lasts map[int]uint64, outcome ma
 		g.nrecs++
 		g.put(entityKey(s.cfg.Prefix, r.Kind, r.ID), string(encodeRecord(r)), "record "+r.Kind+"/"+r.ID)
 		s.planJournal(g, r, lasts[i])
+		s.planDue(g, r)
 	}
 	limit := s.cfg.MaxRequestBytes - txnOverhead
 	var (

@@ -39,14 +39,14 @@ func (s *Store) LoadMany(ctx context.Context, keys []persistence.Key) (map[persi
 				continue
 			}
 			k := chunk[i]
-			shard, epoch, data, err := decodeRecord(kvs[0].Value)
+			shard, epoch, due, data, err := decodeRecord(kvs[0].Value)
 			if err != nil {
 				return nil, fmt.Errorf("etcdstore: load %s/%s: %w", k.Kind, k.ID, err)
 			}
 			if data == nil {
 				data = []byte{}
 			}
-			out[k] = persistence.Record{Kind: k.Kind, ID: k.ID, Shard: shard, Epoch: epoch, Data: data}
+			out[k] = persistence.Record{Kind: k.Kind, ID: k.ID, Shard: shard, Epoch: epoch, Data: data, Due: due}
 		}
 	}
 	return out, nil

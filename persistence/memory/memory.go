@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/btree"
+
 	"github.com/ordo-actors/ordo/persistence"
 )
 
@@ -24,6 +26,8 @@ type Store struct {
 	journals map[key]*journal
 	feeds    map[string]*feed // by kind
 	lastOff  uint64           // offset of the last event appended, over all kinds
+	// due indexes the records with a due time, per shard (reminders.go).
+	due map[uint32]*btree.BTreeG[dueItem]
 
 	// Fault hooks, guarded by mu.
 	saveDelay time.Duration
@@ -37,8 +41,9 @@ type Store struct {
 	maxGroup  int
 
 	// Counters, guarded by mu.
-	saves    int
-	recsSeen int
+	saves      int
+	recsSeen   int
+	dueQueries int
 }
 
 type key struct{ kind, id string }
@@ -52,6 +57,7 @@ func New() *Store {
 		records:  make(map[key]persistence.Record),
 		journals: make(map[key]*journal),
 		feeds:    make(map[string]*feed),
+		due:      make(map[uint32]*btree.BTreeG[dueItem]),
 		done:     make(chan struct{}),
 	}
 }
@@ -213,7 +219,9 @@ func (s *Store) apply(r *persistence.Record) {
 	k := key{r.Kind, r.ID}
 	stored := *r
 	stored.Data = bytes.Clone(r.Data)
-	stored.Events, stored.DeleteEventsBefore = nil, 0
+	stored.Events, stored.DeleteEventsBefore, stored.PrevDue = nil, 0, 0
+	old, replaced := s.records[k]
+	s.index(old, replaced, stored)
 	s.records[k] = stored
 	j := s.journals[k]
 	if len(r.Events) > 0 {

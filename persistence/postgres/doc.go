@@ -4,14 +4,16 @@
 // # Schema
 //
 // Open creates, in Config.Schema, four tables and records the schema
-// version (upgrading version 1, which had no journal); it is idempotent, and concurrent Opens are serialised by a
-// transaction-scoped advisory lock. A database whose schema version is
+// version (upgrading version 1, which had no journal, and version 2,
+// which had no reminder index); it is idempotent, and concurrent Opens are
+// serialised by a transaction-scoped advisory lock. A database whose schema version is
 // newer than this code's SchemaVersion is refused with ErrSchemaTooNew.
 //
 //	schema_version (id = 1, version)
 //	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)
 //	entities (kind text, id text, shard bigint, epoch bigint, data bytea,
-//	          primary key (kind, id))
+//	          due bigint, primary key (kind, id),
+//	          partial index entities_due (shard, due) where due > 0)
 //	events   (kind text, id text, seq bigint, shard bigint, pos bigint,
 //	          data bytea, primary key (kind, id, seq),
 //	          unique index events_feed (kind, shard, pos))
@@ -35,6 +37,11 @@
 // written. The statement is atomic, so a lost connection or a canceled
 // context leaves every shard of the batch either fully written or not at
 // all; Save reports those shards with an error matching ErrOutcomeUnknown.
+//
+// The reminder index (persistence.ReminderIndex) is the due column of the
+// records' rows, written by the same statement, and the partial index
+// entities_due over it: Store.Due is one indexed query, and the index can
+// never disagree with a record (Record.PrevDue is not needed).
 //
 // # Journals
 //

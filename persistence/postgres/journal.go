@@ -29,14 +29,15 @@ import (
 // first and last new event (0 without) and its DeleteEventsBefore.
 // $11..$13: the events to insert, by record (an ordinal into $3..$10) and
 // Seq, less those the record deletes at once.
+// $14: the records' due times, in the order of $3..$10.
 func journalSaveSQL(fences, entities, events string) string {
 	return `WITH req AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
 ), f AS MATERIALIZED (
 	SELECT shard, epoch, jpos FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR NO KEY UPDATE
 ), r AS MATERIALIZED (
-	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[])
-		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, ord)
+	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[], $14::bigint[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, ord)
 ), head AS MATERIALIZED (
 	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
 		coalesce((SELECT max(e.seq) FROM ` + events + ` e WHERE e.kind = r.kind AND e.id = r.id), 0) AS stored
@@ -49,11 +50,11 @@ func journalSaveSQL(fences, entities, events string) string {
 	SELECT req.shard, f.jpos FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
 	WHERE req.shard NOT IN (SELECT shard FROM bad)
 ), w AS (
-	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data)
-	SELECT r.kind, r.id, r.shard, r.epoch, r.data FROM r
+	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
+	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due FROM r
 	WHERE r.shard IN (SELECT shard FROM ok)
 	ORDER BY r.ord
-	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data
+	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due
 	RETURNING 1
 ), ev AS MATERIALIZED (
 	SELECT r.kind, r.id, x.seq, r.shard, ok.jpos + row_number() OVER (PARTITION BY r.shard ORDER BY x.ord) AS pos, x.data
@@ -142,6 +143,7 @@ type journalBatch struct {
 	recShards, recEpochs []int64
 	datas                [][]byte
 	firsts, lasts, dels  []int64
+	dues                 []int64
 	evRecs, evSeqs       []int64
 	evDatas              [][]byte
 	want                 map[uint32]int64 // epoch per shard
@@ -153,7 +155,7 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 	b := &journalBatch{
 		recs: recs, order: make([]int, n),
 		kinds: make([]string, n), ids: make([]string, n), recShards: make([]int64, n), recEpochs: make([]int64, n),
-		datas: make([][]byte, n), firsts: make([]int64, n), lasts: make([]int64, n), dels: make([]int64, n),
+		datas: make([][]byte, n), firsts: make([]int64, n), lasts: make([]int64, n), dels: make([]int64, n), dues: make([]int64, n),
 		want: make(map[uint32]int64), evCount: make(map[uint32]int64),
 	}
 	for i := range b.order {
@@ -170,7 +172,7 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 	for j, i := range b.order {
 		r := &recs[i]
 		b.kinds[j], b.ids[j], b.recShards[j], b.recEpochs[j], b.datas[j] = r.Kind, r.ID, int64(r.Shard), r.Epoch, r.Data
-		b.dels[j] = int64(r.DeleteEventsBefore)
+		b.dels[j], b.dues[j] = int64(r.DeleteEventsBefore), r.Due
 		if _, ok := b.want[r.Shard]; !ok {
 			b.want[r.Shard] = r.Epoch
 			b.shards = append(b.shards, int64(r.Shard))
@@ -198,7 +200,7 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uint32]error) error {
 	rows, err := s.pool.Query(ctx, s.journalSaveSQL, b.shards, b.epochs,
 		b.kinds, b.ids, b.recShards, b.recEpochs, b.datas, b.firsts, b.lasts, b.dels,
-		b.evRecs, b.evSeqs, b.evDatas)
+		b.evRecs, b.evSeqs, b.evDatas, b.dues)
 	if err != nil {
 		return err
 	}

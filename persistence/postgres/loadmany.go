@@ -13,7 +13,7 @@ var _ persistence.BatchLoader = (*Store)(nil)
 // loadManySQL reads the records of the keys $1 (kinds) and $2 (ids), one
 // statement for them all.
 func loadManySQL(schema string) string {
-	return `SELECT e.kind, e.id, e.shard, e.epoch, e.data FROM ` + pgx.Identifier{schema, "entities"}.Sanitize() + ` AS e
+	return `SELECT e.kind, e.id, e.shard, e.epoch, e.data, e.due FROM ` + pgx.Identifier{schema, "entities"}.Sanitize() + ` AS e
 JOIN unnest($1::text[], $2::text[]) AS k(kind, id) ON e.kind = k.kind AND e.id = k.id`
 }
 
@@ -41,7 +41,7 @@ func (s *Store) LoadMany(ctx context.Context, keys []persistence.Key) (map[persi
 			r     persistence.Record
 			shard int64
 		)
-		if err := rows.Scan(&r.Kind, &r.ID, &shard, &r.Epoch, &r.Data); err != nil {
+		if err := rows.Scan(&r.Kind, &r.ID, &shard, &r.Epoch, &r.Data, &r.Due); err != nil {
 			return nil, fmt.Errorf("pgstore: load %d records: %w", len(keys), err)
 		}
 		r.Shard = uint32(shard)

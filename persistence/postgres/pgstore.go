@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the version of the tables this code creates and uses.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultSchema is the default of Config.Schema.
 const DefaultSchema = "ordo"
@@ -79,8 +79,8 @@ type Store struct {
 	close  sync.Once
 
 	// SQL with the schema's tables filled in.
-	fenceSQL, fenceReadSQL, loadSQL, loadManySQL, saveSQL string
-	journalSaveSQL, readEventsSQL, lastSeqSQL, feedSQL    string
+	fenceSQL, fenceReadSQL, loadSQL, loadManySQL, saveSQL, dueSQL string
+	journalSaveSQL, readEventsSQL, lastSeqSQL, feedSQL            string
 }
 
 var _ persistence.Journal = (*Store)(nil)
@@ -127,10 +127,12 @@ func newStore(pool *pgxpool.Pool, schema string) *Store {
 ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch
 RETURNING f.epoch`,
 		fenceReadSQL: `SELECT epoch FROM ` + fences + ` WHERE shard = $1`,
-		loadSQL:      `SELECT shard, epoch, data FROM ` + entities + ` WHERE kind = $1 AND id = $2`,
+		loadSQL:      `SELECT shard, epoch, data, due FROM ` + entities + ` WHERE kind = $1 AND id = $2`,
 		loadManySQL:  loadManySQL(schema),
+		dueSQL:       dueSQL(entities),
 		// $1, $2: one (shard, epoch) per shard of the batch.
-		// $3..$7: the records, sorted by (kind, id).
+		// $3..$7, $8: the records, sorted by (kind, id), and their due
+		// times.
 		saveSQL: `WITH req AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
 ), f AS MATERIALIZED (
@@ -138,13 +140,13 @@ RETURNING f.epoch`,
 ), ok AS (
 	SELECT req.shard FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
 ), w AS (
-	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data)
-	SELECT r.kind, r.id, r.shard, r.epoch, r.data
-	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[])
-		WITH ORDINALITY AS r(kind, id, shard, epoch, data, ord)
+	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
+	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due
+	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, due, ord)
 	WHERE r.shard IN (SELECT shard FROM ok)
 	ORDER BY r.ord
-	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data
+	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due
 	RETURNING 1
 )
 SELECT req.shard, f.epoch, (SELECT count(*) FROM w) FROM req LEFT JOIN f ON f.shard = req.shard`,
@@ -178,6 +180,8 @@ CREATE TABLE ` + t("events") + ` (
 	PRIMARY KEY (kind, id, seq)
 );
 CREATE UNIQUE INDEX events_feed ON ` + t("events") + ` (kind, shard, pos)`,
+		`ALTER TABLE ` + t("entities") + ` ADD COLUMN due bigint NOT NULL DEFAULT 0 CHECK (due >= 0);
+CREATE INDEX entities_due ON ` + t("entities") + ` (shard, due) WHERE due > 0`,
 	}
 }
 
@@ -267,7 +271,7 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 	}
 	r := persistence.Record{Kind: kind, ID: id}
 	var shard int64
-	err := s.pool.QueryRow(ctx, s.loadSQL, kind, id).Scan(&shard, &r.Epoch, &r.Data)
+	err := s.pool.QueryRow(ctx, s.loadSQL, kind, id).Scan(&shard, &r.Epoch, &r.Data, &r.Due)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return persistence.Record{}, fmt.Errorf("%w: %s/%s", persistence.ErrNotFound, kind, id)
@@ -317,11 +321,13 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		kinds, ids           = make([]string, len(recs)), make([]string, len(recs))
 		recShards, recEpochs = make([]int64, len(recs)), make([]int64, len(recs))
 		datas                = make([][]byte, len(recs))
+		dues                 = make([]int64, len(recs))
 		want                 = make(map[uint32]int64)
 	)
 	for j, i := range order {
 		r := &recs[i]
 		kinds[j], ids[j], recShards[j], recEpochs[j], datas[j] = r.Kind, r.ID, int64(r.Shard), r.Epoch, r.Data
+		dues[j] = r.Due
 		if _, ok := want[r.Shard]; !ok {
 			want[r.Shard] = r.Epoch
 			shards = append(shards, int64(r.Shard))
@@ -334,7 +340,7 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		}
 		return outcome, nil
 	}
-	rows, err := s.pool.Query(ctx, s.saveSQL, shards, epochs, kinds, ids, recShards, recEpochs, datas)
+	rows, err := s.pool.Query(ctx, s.saveSQL, shards, epochs, kinds, ids, recShards, recEpochs, datas, dues)
 	if err != nil {
 		return failAll(err)
 	}

@@ -11,7 +11,11 @@
 // records of a shard are written only under the shard's current fence, and
 // never partly; a Fence that has returned shuts out every later write under a
 // lower epoch, even one already in flight; batches mixing valid and fenced
-// shards; bad input; large records; cancellation; reopening; Close.
+// shards; bad input; large records; cancellation; reopening; Close. For a
+// store that is a persistence.ReminderIndex, it checks the index too: due
+// time queries (order, bound, limit), entries moved, cleared and set again
+// with their records, refused Saves that leave the index unchanged, and
+// many shards in one batch.
 //
 // For a Store that also implements persistence.Journal it checks the
 // journal (the cases named Journal*; skipped for other Stores): appends and

@@ -86,6 +86,10 @@ var cases = []testCase{
 	{"CanceledContext", testCanceledContext},
 	{"Closed", testClosed},
 	{"LoadMany", testLoadMany},
+	{"ReminderIndexQueries", testDueQueries},
+	{"ReminderIndexMoves", testDueMoves},
+	{"ReminderIndexFenced", testDueFenced},
+	{"ReminderIndexManyShards", testDueManyShards},
 }
 
 // Seed returns the seed of a randomised test: ORDO_SEED when set, otherwise
@@ -189,9 +193,12 @@ func wantRecord(t *testing.T, s persistence.Store, want persistence.Record) {
 	if err != nil {
 		t.Fatalf("Load(%s/%s): %v", want.Kind, want.ID, err)
 	}
-	if got.Kind != want.Kind || got.ID != want.ID || got.Shard != want.Shard || got.Epoch != want.Epoch {
-		t.Fatalf("Load(%s/%s) = {%q %q shard %d epoch %d}, want shard %d epoch %d",
-			want.Kind, want.ID, got.Kind, got.ID, got.Shard, got.Epoch, want.Shard, want.Epoch)
+	if got.Kind != want.Kind || got.ID != want.ID || got.Shard != want.Shard || got.Epoch != want.Epoch || got.Due != want.Due {
+		t.Fatalf("Load(%s/%s) = {%q %q shard %d epoch %d due %d}, want shard %d epoch %d due %d",
+			want.Kind, want.ID, got.Kind, got.ID, got.Shard, got.Epoch, got.Due, want.Shard, want.Epoch, want.Due)
+	}
+	if got.PrevDue != 0 {
+		t.Fatalf("Load(%s/%s) returned PrevDue %d, want 0", want.Kind, want.ID, got.PrevDue)
 	}
 	if got.Data == nil {
 		t.Fatalf("Load(%s/%s) returned nil Data", want.Kind, want.ID)
@@ -388,19 +395,21 @@ func testInvalidInput(t *testing.T, s persistence.Store) {
 	good := rec("k", "good", 1, 1, "g")
 	long := func(n int) string { return string(bytes.Repeat([]byte("x"), n)) }
 	bad := map[string]persistence.Record{
-		"empty kind":           rec("", "a", 1, 1, "x"),
-		"empty id":             rec("k", "", 1, 1, "x"),
-		"non-UTF-8 kind":       rec("k\xff", "a", 1, 1, "x"),
-		"non-UTF-8 id":         rec("k", "a\xc3\x28", 1, 1, "x"),
-		"NUL in kind":          rec("k\x00", "a", 1, 1, "x"),
-		"NUL in id":            rec("k", "a\x00b", 1, 1, "x"),
-		"kind too long":        rec(long(persistence.MaxKindLen+1), "a", 1, 1, "x"),
-		"id too long":          rec("k", long(persistence.MaxIDLen+1), 1, 1, "x"),
-		"zero epoch":           rec("k", "a", 1, 0, "x"),
-		"negative epoch":       rec("k", "a", 1, -1, "x"),
-		"nil data":             {Kind: "k", ID: "a", Shard: 1, Epoch: 1},
-		"duplicate key":        good,
-		"two epochs per shard": rec("k", "b", 1, 2, "x"),
+		"empty kind":            rec("", "a", 1, 1, "x"),
+		"empty id":              rec("k", "", 1, 1, "x"),
+		"non-UTF-8 kind":        rec("k\xff", "a", 1, 1, "x"),
+		"non-UTF-8 id":          rec("k", "a\xc3\x28", 1, 1, "x"),
+		"NUL in kind":           rec("k\x00", "a", 1, 1, "x"),
+		"NUL in id":             rec("k", "a\x00b", 1, 1, "x"),
+		"kind too long":         rec(long(persistence.MaxKindLen+1), "a", 1, 1, "x"),
+		"id too long":           rec("k", long(persistence.MaxIDLen+1), 1, 1, "x"),
+		"zero epoch":            rec("k", "a", 1, 0, "x"),
+		"negative epoch":        rec("k", "a", 1, -1, "x"),
+		"nil data":              {Kind: "k", ID: "a", Shard: 1, Epoch: 1},
+		"duplicate key":         good,
+		"two epochs per shard":  rec("k", "b", 1, 2, "x"),
+		"negative due":          {Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("x"), Due: -1},
+		"negative previous due": {Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte("x"), PrevDue: -1},
 	}
 	for name, r := range bad {
 		t.Run(name, func(t *testing.T) {

@@ -36,7 +36,11 @@ func StartProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdembed: %w", err)
 	}
-	return &Proxy{p: p, endpoint: "http://" + p.Addr()}, nil
+	scheme := to.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return &Proxy{p: p, endpoint: scheme + "://" + p.Addr()}, nil
 }
 
 // Endpoint returns the proxy's URL, to give to an etcd client.

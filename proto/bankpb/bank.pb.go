@@ -43,6 +43,9 @@ const (
 	TransferStatus_TRANSFER_STATUS_COMPENSATING TransferStatus = 6
 	// Refunded: no net effect (see error).
 	TransferStatus_TRANSFER_STATUS_COMPENSATED TransferStatus = 7
+	// Scheduled: waiting for its start time (ScheduleTransfer), nothing
+	// moved yet.
+	TransferStatus_TRANSFER_STATUS_SCHEDULED TransferStatus = 8
 )
 
 // Enum value maps for TransferStatus.
@@ -56,6 +59,7 @@ var (
 		5: "TRANSFER_STATUS_REJECTED",
 		6: "TRANSFER_STATUS_COMPENSATING",
 		7: "TRANSFER_STATUS_COMPENSATED",
+		8: "TRANSFER_STATUS_SCHEDULED",
 	}
 	TransferStatus_value = map[string]int32{
 		"TRANSFER_STATUS_UNSPECIFIED":  0,
@@ -66,6 +70,7 @@ var (
 		"TRANSFER_STATUS_REJECTED":     5,
 		"TRANSFER_STATUS_COMPENSATING": 6,
 		"TRANSFER_STATUS_COMPENSATED":  7,
+		"TRANSFER_STATUS_SCHEDULED":    8,
 	}
 )
 
@@ -598,7 +603,10 @@ type Transfer struct {
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// How many times a step failed for a retryable reason and was retried
 	// after a backoff (RetryStep).
-	Retries       uint32 `protobuf:"varint,6,opt,name=retries,proto3" json:"retries,omitempty"`
+	Retries uint32 `protobuf:"varint,6,opt,name=retries,proto3" json:"retries,omitempty"`
+	// When a scheduled transfer starts (or started), Unix nanoseconds; 0
+	// for one submitted to start at once.
+	StartUnixNano int64 `protobuf:"varint,7,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -671,6 +679,13 @@ func (x *Transfer) GetError() string {
 func (x *Transfer) GetRetries() uint32 {
 	if x != nil {
 		return x.Retries
+	}
+	return 0
+}
+
+func (x *Transfer) GetStartUnixNano() int64 {
+	if x != nil {
+		return x.StartUnixNano
 	}
 	return 0
 }
@@ -811,21 +826,132 @@ func (*RetryStep) Descriptor() ([]byte, []int) {
 	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{13}
 }
 
-// TransferState answers transfer requests.
-type TransferState struct {
+// ScheduleTransfer schedules a transfer to start at start_unix_nano;
+// scheduling the same transfer ID again with the same parameters returns
+// its status and applies nothing twice.
+type ScheduleTransfer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
 	Amount        int64                  `protobuf:"varint,3,opt,name=amount,proto3" json:"amount,omitempty"`
-	Status        TransferStatus         `protobuf:"varint,4,opt,name=status,proto3,enum=ordo.bank.v1.TransferStatus" json:"status,omitempty"`
-	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	StartUnixNano int64                  `protobuf:"varint,4,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleTransfer) Reset() {
+	*x = ScheduleTransfer{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleTransfer) ProtoMessage() {}
+
+func (x *ScheduleTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleTransfer.ProtoReflect.Descriptor instead.
+func (*ScheduleTransfer) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ScheduleTransfer) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ScheduleTransfer) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ScheduleTransfer) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *ScheduleTransfer) GetStartUnixNano() int64 {
+	if x != nil {
+		return x.StartUnixNano
+	}
+	return 0
+}
+
+// StartTransfer starts a scheduled transfer (its reminder's message).
+type StartTransfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartTransfer) Reset() {
+	*x = StartTransfer{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartTransfer) ProtoMessage() {}
+
+func (x *StartTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartTransfer.ProtoReflect.Descriptor instead.
+func (*StartTransfer) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{15}
+}
+
+// TransferState answers transfer requests.
+type TransferState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	From   string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To     string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Amount int64                  `protobuf:"varint,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	Status TransferStatus         `protobuf:"varint,4,opt,name=status,proto3,enum=ordo.bank.v1.TransferStatus" json:"status,omitempty"`
+	Error  string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// When a scheduled transfer starts (or started), Unix nanoseconds; 0
+	// for one submitted to start at once.
+	StartUnixNano int64 `protobuf:"varint,6,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransferState) Reset() {
 	*x = TransferState{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +963,7 @@ func (x *TransferState) String() string {
 func (*TransferState) ProtoMessage() {}
 
 func (x *TransferState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +976,7 @@ func (x *TransferState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferState.ProtoReflect.Descriptor instead.
 func (*TransferState) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{14}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransferState) GetFrom() string {
@@ -888,6 +1014,13 @@ func (x *TransferState) GetError() string {
 	return ""
 }
 
+func (x *TransferState) GetStartUnixNano() int64 {
+	if x != nil {
+		return x.StartUnixNano
+	}
+	return 0
+}
+
 // Opened opens the account with its initial balance.
 type Opened struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -898,7 +1031,7 @@ type Opened struct {
 
 func (x *Opened) Reset() {
 	*x = Opened{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1043,7 @@ func (x *Opened) String() string {
 func (*Opened) ProtoMessage() {}
 
 func (x *Opened) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1056,7 @@ func (x *Opened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Opened.ProtoReflect.Descriptor instead.
 func (*Opened) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{15}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Opened) GetInitial() int64 {
@@ -943,7 +1076,7 @@ type Deposited struct {
 
 func (x *Deposited) Reset() {
 	*x = Deposited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1088,7 @@ func (x *Deposited) String() string {
 func (*Deposited) ProtoMessage() {}
 
 func (x *Deposited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1101,7 @@ func (x *Deposited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deposited.ProtoReflect.Descriptor instead.
 func (*Deposited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{16}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Deposited) GetAmount() int64 {
@@ -988,7 +1121,7 @@ type Withdrawn struct {
 
 func (x *Withdrawn) Reset() {
 	*x = Withdrawn{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1133,7 @@ func (x *Withdrawn) String() string {
 func (*Withdrawn) ProtoMessage() {}
 
 func (x *Withdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1146,7 @@ func (x *Withdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdrawn.ProtoReflect.Descriptor instead.
 func (*Withdrawn) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{17}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Withdrawn) GetAmount() int64 {
@@ -1035,7 +1168,7 @@ type Debited struct {
 
 func (x *Debited) Reset() {
 	*x = Debited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1180,7 @@ func (x *Debited) String() string {
 func (*Debited) ProtoMessage() {}
 
 func (x *Debited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1193,7 @@ func (x *Debited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Debited.ProtoReflect.Descriptor instead.
 func (*Debited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{18}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Debited) GetTransferId() string {
@@ -1089,7 +1222,7 @@ type Credited struct {
 
 func (x *Credited) Reset() {
 	*x = Credited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1234,7 @@ func (x *Credited) String() string {
 func (*Credited) ProtoMessage() {}
 
 func (x *Credited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1247,7 @@ func (x *Credited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credited.ProtoReflect.Descriptor instead.
 func (*Credited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{19}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Credited) GetTransferId() string {
@@ -1145,7 +1278,7 @@ type Refunded struct {
 
 func (x *Refunded) Reset() {
 	*x = Refunded{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1290,7 @@ func (x *Refunded) String() string {
 func (*Refunded) ProtoMessage() {}
 
 func (x *Refunded) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1303,7 @@ func (x *Refunded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refunded.ProtoReflect.Descriptor instead.
 func (*Refunded) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{20}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Refunded) GetTransferId() string {
@@ -1204,7 +1337,7 @@ type Forgotten struct {
 
 func (x *Forgotten) Reset() {
 	*x = Forgotten{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1349,7 @@ func (x *Forgotten) String() string {
 func (*Forgotten) ProtoMessage() {}
 
 func (x *Forgotten) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1362,7 @@ func (x *Forgotten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgotten.ProtoReflect.Descriptor instead.
 func (*Forgotten) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Forgotten) GetTransferId() string {
@@ -1277,26 +1410,34 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\tCheckOpen\")\n" +
 	"\x06Forget\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
-	"transferId\"\xac\x01\n" +
+	"transferId\"\xd4\x01\n" +
 	"\bTransfer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\x124\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1c.ordo.bank.v1.TransferStatusR\x06status\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
-	"\aretries\x18\x06 \x01(\rR\aretries\"L\n" +
+	"\aretries\x18\x06 \x01(\rR\aretries\x12&\n" +
+	"\x0fstart_unix_nano\x18\a \x01(\x03R\rstartUnixNano\"L\n" +
 	"\x0eSubmitTransfer\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\"\r\n" +
 	"\vGetTransfer\"\v\n" +
-	"\tRetryStep\"\x97\x01\n" +
+	"\tRetryStep\"v\n" +
+	"\x10ScheduleTransfer\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\x03R\x06amount\x12&\n" +
+	"\x0fstart_unix_nano\x18\x04 \x01(\x03R\rstartUnixNano\"\x0f\n" +
+	"\rStartTransfer\"\xbf\x01\n" +
 	"\rTransferState\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\x124\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1c.ordo.bank.v1.TransferStatusR\x06status\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\"\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12&\n" +
+	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano\"\"\n" +
 	"\x06Opened\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\x03R\ainitial\"#\n" +
 	"\tDeposited\x12\x16\n" +
@@ -1318,7 +1459,7 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\trefund_id\x18\x03 \x01(\tR\brefundId\",\n" +
 	"\tForgotten\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
-	"transferId*\x8c\x02\n" +
+	"transferId*\xab\x02\n" +
 	"\x0eTransferStatus\x12\x1f\n" +
 	"\x1bTRANSFER_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRANSFER_STATUS_CHECKING\x10\x01\x12\x1c\n" +
@@ -1327,7 +1468,8 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x19TRANSFER_STATUS_COMPLETED\x10\x04\x12\x1c\n" +
 	"\x18TRANSFER_STATUS_REJECTED\x10\x05\x12 \n" +
 	"\x1cTRANSFER_STATUS_COMPENSATING\x10\x06\x12\x1f\n" +
-	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a2\x8d\x04\n" +
+	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a\x12\x1d\n" +
+	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\x8d\x04\n" +
 	"\x0eAccountService\x121\n" +
 	"\x04Open\x12\x12.ordo.bank.v1.Open\x1a\x15.ordo.bank.v1.Balance\x127\n" +
 	"\aDeposit\x12\x15.ordo.bank.v1.Deposit\x1a\x15.ordo.bank.v1.Balance\x129\n" +
@@ -1338,11 +1480,13 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
 	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
 	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
-	"\aaccount2\x88\x02\n" +
+	"\aaccount2\xac\x03\n" +
 	"\x0fTransferService\x12K\n" +
 	"\x0eSubmitTransfer\x12\x1c.ordo.bank.v1.SubmitTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12M\n" +
 	"\vGetTransfer\x12\x19.ordo.bank.v1.GetTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\b\x01\x12I\n" +
-	"\tRetryStep\x12\x17.ordo.bank.v1.RetryStep\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x1a\x0e\u00a0\x19\n" +
+	"\tRetryStep\x12\x17.ordo.bank.v1.RetryStep\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x12O\n" +
+	"\x10ScheduleTransfer\x12\x1e.ordo.bank.v1.ScheduleTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12Q\n" +
+	"\rStartTransfer\x12\x1b.ordo.bank.v1.StartTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x1a\x0e\u00a0\x19\n" +
 	"\n" +
 	"\btransferB*Z(github.com/ordo-actors/ordo/proto/bankpbb\x06proto3"
 
@@ -1359,37 +1503,39 @@ func file_proto_bankpb_bank_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_bankpb_bank_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_proto_bankpb_bank_proto_goTypes = []any{
-	(TransferStatus)(0),    // 0: ordo.bank.v1.TransferStatus
-	(*Account)(nil),        // 1: ordo.bank.v1.Account
-	(*Open)(nil),           // 2: ordo.bank.v1.Open
-	(*Deposit)(nil),        // 3: ordo.bank.v1.Deposit
-	(*Withdraw)(nil),       // 4: ordo.bank.v1.Withdraw
-	(*GetBalance)(nil),     // 5: ordo.bank.v1.GetBalance
-	(*Balance)(nil),        // 6: ordo.bank.v1.Balance
-	(*Debit)(nil),          // 7: ordo.bank.v1.Debit
-	(*Credit)(nil),         // 8: ordo.bank.v1.Credit
-	(*CheckOpen)(nil),      // 9: ordo.bank.v1.CheckOpen
-	(*Forget)(nil),         // 10: ordo.bank.v1.Forget
-	(*Transfer)(nil),       // 11: ordo.bank.v1.Transfer
-	(*SubmitTransfer)(nil), // 12: ordo.bank.v1.SubmitTransfer
-	(*GetTransfer)(nil),    // 13: ordo.bank.v1.GetTransfer
-	(*RetryStep)(nil),      // 14: ordo.bank.v1.RetryStep
-	(*TransferState)(nil),  // 15: ordo.bank.v1.TransferState
-	(*Opened)(nil),         // 16: ordo.bank.v1.Opened
-	(*Deposited)(nil),      // 17: ordo.bank.v1.Deposited
-	(*Withdrawn)(nil),      // 18: ordo.bank.v1.Withdrawn
-	(*Debited)(nil),        // 19: ordo.bank.v1.Debited
-	(*Credited)(nil),       // 20: ordo.bank.v1.Credited
-	(*Refunded)(nil),       // 21: ordo.bank.v1.Refunded
-	(*Forgotten)(nil),      // 22: ordo.bank.v1.Forgotten
-	nil,                    // 23: ordo.bank.v1.Account.DebitsEntry
-	nil,                    // 24: ordo.bank.v1.Account.CreditsEntry
+	(TransferStatus)(0),      // 0: ordo.bank.v1.TransferStatus
+	(*Account)(nil),          // 1: ordo.bank.v1.Account
+	(*Open)(nil),             // 2: ordo.bank.v1.Open
+	(*Deposit)(nil),          // 3: ordo.bank.v1.Deposit
+	(*Withdraw)(nil),         // 4: ordo.bank.v1.Withdraw
+	(*GetBalance)(nil),       // 5: ordo.bank.v1.GetBalance
+	(*Balance)(nil),          // 6: ordo.bank.v1.Balance
+	(*Debit)(nil),            // 7: ordo.bank.v1.Debit
+	(*Credit)(nil),           // 8: ordo.bank.v1.Credit
+	(*CheckOpen)(nil),        // 9: ordo.bank.v1.CheckOpen
+	(*Forget)(nil),           // 10: ordo.bank.v1.Forget
+	(*Transfer)(nil),         // 11: ordo.bank.v1.Transfer
+	(*SubmitTransfer)(nil),   // 12: ordo.bank.v1.SubmitTransfer
+	(*GetTransfer)(nil),      // 13: ordo.bank.v1.GetTransfer
+	(*RetryStep)(nil),        // 14: ordo.bank.v1.RetryStep
+	(*ScheduleTransfer)(nil), // 15: ordo.bank.v1.ScheduleTransfer
+	(*StartTransfer)(nil),    // 16: ordo.bank.v1.StartTransfer
+	(*TransferState)(nil),    // 17: ordo.bank.v1.TransferState
+	(*Opened)(nil),           // 18: ordo.bank.v1.Opened
+	(*Deposited)(nil),        // 19: ordo.bank.v1.Deposited
+	(*Withdrawn)(nil),        // 20: ordo.bank.v1.Withdrawn
+	(*Debited)(nil),          // 21: ordo.bank.v1.Debited
+	(*Credited)(nil),         // 22: ordo.bank.v1.Credited
+	(*Refunded)(nil),         // 23: ordo.bank.v1.Refunded
+	(*Forgotten)(nil),        // 24: ordo.bank.v1.Forgotten
+	nil,                      // 25: ordo.bank.v1.Account.DebitsEntry
+	nil,                      // 26: ordo.bank.v1.Account.CreditsEntry
 }
 var file_proto_bankpb_bank_proto_depIdxs = []int32{
-	23, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
-	24, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
+	25, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
+	26, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
 	0,  // 2: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
 	0,  // 3: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
 	2,  // 4: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
@@ -1403,19 +1549,23 @@ var file_proto_bankpb_bank_proto_depIdxs = []int32{
 	12, // 12: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
 	13, // 13: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
 	14, // 14: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
-	6,  // 15: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
-	6,  // 16: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
-	6,  // 17: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
-	6,  // 18: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
-	6,  // 19: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
-	6,  // 20: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
-	6,  // 21: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
-	6,  // 22: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
-	15, // 23: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
-	15, // 24: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
-	15, // 25: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
-	15, // [15:26] is the sub-list for method output_type
-	4,  // [4:15] is the sub-list for method input_type
+	15, // 15: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
+	16, // 16: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
+	6,  // 17: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
+	6,  // 18: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
+	6,  // 19: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
+	6,  // 20: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
+	6,  // 21: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
+	6,  // 22: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
+	6,  // 23: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
+	6,  // 24: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
+	17, // 25: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // 26: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // 27: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
+	17, // 28: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // 29: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // [17:30] is the sub-list for method output_type
+	4,  // [4:17] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1432,7 +1582,7 @@ func file_proto_bankpb_bank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_bankpb_bank_proto_rawDesc), len(file_proto_bankpb_bank_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

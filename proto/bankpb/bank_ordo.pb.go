@@ -278,6 +278,18 @@ func (c TransferServiceClient) RetryStep(ctx context.Context, id string, req *Re
 	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
 }
 
+// ScheduleTransfer records a transfer to start at a given time (a
+// durable reminder) and answers at once, with status SCHEDULED.
+func (c TransferServiceClient) ScheduleTransfer(ctx context.Context, id string, req *ScheduleTransfer, opts ...actors.CallOption) (*TransferState, error) {
+	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
+}
+
+// StartTransfer starts a scheduled transfer's saga: the transfer's
+// reminder delivers it when the transfer is due.
+func (c TransferServiceClient) StartTransfer(ctx context.Context, id string, req *StartTransfer, opts ...actors.CallOption) (*TransferState, error) {
+	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
+}
+
 // TransferServiceServer is implemented by the handlers of an entity of kind
 // "transfer" whose state is S: each method handles the requests of its type, on
 // the entity's goroutine, one request at a time, with the entity's state in
@@ -309,6 +321,20 @@ type TransferServiceServer[S proto.Message] interface {
 	// entities, nodes and process may send its requests; an external client's are
 	// refused with actors.ErrPermissionDenied.
 	RetryStep(c *actors.Context[S], req *RetryStep) (*TransferState, error)
+
+	// ScheduleTransfer records a transfer to start at a given time (a
+	// durable reminder) and answers at once, with status SCHEDULED.
+	//
+	// A write handler (actors.On).
+	ScheduleTransfer(c *actors.Context[S], req *ScheduleTransfer) (*TransferState, error)
+
+	// StartTransfer starts a scheduled transfer's saga: the transfer's
+	// reminder delivers it when the transfer is due.
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	StartTransfer(c *actors.Context[S], req *StartTransfer) (*TransferState, error)
 }
 
 // TransferServiceHandlers returns the methods of srv as the handler options of
@@ -321,7 +347,9 @@ func TransferServiceHandlers[S proto.Message](srv TransferServiceServer[S]) []ac
 		actors.On[S, *SubmitTransfer, *TransferState](srv.SubmitTransfer),
 		actors.OnRead[S, *GetTransfer, *TransferState](srv.GetTransfer),
 		actors.On[S, *RetryStep, *TransferState](srv.RetryStep),
-		actors.Internal[S](new(RetryStep)),
+		actors.On[S, *ScheduleTransfer, *TransferState](srv.ScheduleTransfer),
+		actors.On[S, *StartTransfer, *TransferState](srv.StartTransfer),
+		actors.Internal[S](new(RetryStep), new(StartTransfer)),
 	}
 }
 
@@ -379,5 +407,17 @@ func (TransferServiceRequester[S]) GetTransfer(c *actors.Context[S], id string, 
 // RetryStep sends req to entity id and later runs then with the reply or the
 // error.
 func (TransferServiceRequester[S]) RetryStep(c *actors.Context[S], id string, req *RetryStep, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
+	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
+}
+
+// ScheduleTransfer sends req to entity id and later runs then with the reply or
+// the error.
+func (TransferServiceRequester[S]) ScheduleTransfer(c *actors.Context[S], id string, req *ScheduleTransfer, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
+	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
+}
+
+// StartTransfer sends req to entity id and later runs then with the reply or
+// the error.
+func (TransferServiceRequester[S]) StartTransfer(c *actors.Context[S], id string, req *StartTransfer, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
 	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
 }

@@ -549,6 +549,9 @@ type EntityRecord struct {
 	// per shard.
 	SenderShards []uint32 `protobuf:"varint,5,rep,packed,name=sender_shards,json=senderShards,proto3" json:"sender_shards,omitempty"`
 	SenderEpochs []int64  `protobuf:"varint,6,rep,packed,name=sender_epochs,json=senderEpochs,proto3" json:"sender_epochs,omitempty"`
+	// The entity's durable reminders (Context.SetReminder), by name
+	// ascending, at most one per name.
+	Reminders []*Reminder `protobuf:"bytes,7,rep,name=reminders,proto3" json:"reminders,omitempty"`
 	// The last event the snapshot covers (0: none; the snapshot is the empty
 	// state, or, in a record a state-based kind wrote, its state field).
 	SnapshotSeq uint64 `protobuf:"varint,16,opt,name=snapshot_seq,json=snapshotSeq,proto3" json:"snapshot_seq,omitempty"`
@@ -634,6 +637,13 @@ func (x *EntityRecord) GetSenderEpochs() []int64 {
 	return nil
 }
 
+func (x *EntityRecord) GetReminders() []*Reminder {
+	if x != nil {
+		return x.Reminders
+	}
+	return nil
+}
+
 func (x *EntityRecord) GetSnapshotSeq() uint64 {
 	if x != nil {
 		return x.SnapshotSeq
@@ -653,6 +663,80 @@ func (x *EntityRecord) GetSnapshotVersion() uint32 {
 		return x.SnapshotVersion
 	}
 	return 0
+}
+
+// Reminder is one durable reminder of an entity: a message its owner
+// delivers to the entity's own handler once due_unix_nano has passed.
+type Reminder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When the reminder is next due, Unix nanoseconds (> 0).
+	DueUnixNano int64 `protobuf:"varint,2,opt,name=due_unix_nano,json=dueUnixNano,proto3" json:"due_unix_nano,omitempty"`
+	// The period of a periodic reminder, in nanoseconds; 0 for one that
+	// fires once.
+	PeriodNanos int64 `protobuf:"varint,3,opt,name=period_nanos,json=periodNanos,proto3" json:"period_nanos,omitempty"`
+	// The message delivered, encoded deterministically.
+	Message       *anypb.Any `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reminder) Reset() {
+	*x = Reminder{}
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reminder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reminder) ProtoMessage() {}
+
+func (x *Reminder) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reminder.ProtoReflect.Descriptor instead.
+func (*Reminder) Descriptor() ([]byte, []int) {
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Reminder) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Reminder) GetDueUnixNano() int64 {
+	if x != nil {
+		return x.DueUnixNano
+	}
+	return 0
+}
+
+func (x *Reminder) GetPeriodNanos() int64 {
+	if x != nil {
+		return x.PeriodNanos
+	}
+	return 0
+}
+
+func (x *Reminder) GetMessage() *anypb.Any {
+	if x != nil {
+		return x.Message
+	}
+	return nil
 }
 
 var File_proto_ordopb_ordo_proto protoreflect.FileDescriptor
@@ -693,18 +777,24 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
 	"\x05reply\x18\x02 \x01(\v2\x0e.ordo.v1.ReplyR\x05reply\x12!\n" +
-	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"\xb0\x02\n" +
+	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"\xe1\x02\n" +
 	"\fEntityRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12+\n" +
 	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent\x12#\n" +
 	"\rsender_shards\x18\x05 \x03(\rR\fsenderShards\x12#\n" +
-	"\rsender_epochs\x18\x06 \x03(\x03R\fsenderEpochs\x12!\n" +
+	"\rsender_epochs\x18\x06 \x03(\x03R\fsenderEpochs\x12/\n" +
+	"\treminders\x18\a \x03(\v2\x11.ordo.v1.ReminderR\treminders\x12!\n" +
 	"\fsnapshot_seq\x18\x10 \x01(\x04R\vsnapshotSeq\x12\x1d\n" +
 	"\n" +
 	"last_event\x18\x11 \x01(\x04R\tlastEvent\x12)\n" +
-	"\x10snapshot_version\x18\x12 \x01(\rR\x0fsnapshotVersion*\xe2\x01\n" +
+	"\x10snapshot_version\x18\x12 \x01(\rR\x0fsnapshotVersion\"\x95\x01\n" +
+	"\bReminder\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
+	"\rdue_unix_nano\x18\x02 \x01(\x03R\vdueUnixNano\x12!\n" +
+	"\fperiod_nanos\x18\x03 \x01(\x03R\vperiodNanos\x12.\n" +
+	"\amessage\x18\x04 \x01(\v2\x14.google.protobuf.AnyR\amessage*\xe2\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x15\n" +
 	"\x11CODE_UNKNOWN_KIND\x10\x01\x12\x11\n" +
@@ -732,7 +822,7 @@ func file_proto_ordopb_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_ordopb_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(Code)(0),            // 0: ordo.v1.Code
 	(*EntityRef)(nil),    // 1: ordo.v1.EntityRef
@@ -742,25 +832,28 @@ var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(*Reply)(nil),        // 5: ordo.v1.Reply
 	(*DedupEntry)(nil),   // 6: ordo.v1.DedupEntry
 	(*EntityRecord)(nil), // 7: ordo.v1.EntityRecord
-	nil,                  // 8: ordo.v1.Envelope.MetadataEntry
-	(*anypb.Any)(nil),    // 9: google.protobuf.Any
+	(*Reminder)(nil),     // 8: ordo.v1.Reminder
+	nil,                  // 9: ordo.v1.Envelope.MetadataEntry
+	(*anypb.Any)(nil),    // 10: google.protobuf.Any
 }
 var file_proto_ordopb_ordo_proto_depIdxs = []int32{
 	1,  // 0: ordo.v1.Envelope.target:type_name -> ordo.v1.EntityRef
-	9,  // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
-	8,  // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
+	10, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
+	9,  // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
 	1,  // 3: ordo.v1.Envelope.sender:type_name -> ordo.v1.EntityRef
 	3,  // 4: ordo.v1.Envelope.sender_fence:type_name -> ordo.v1.SenderFence
 	0,  // 5: ordo.v1.Error.code:type_name -> ordo.v1.Code
-	9,  // 6: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
+	10, // 6: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
 	4,  // 7: ordo.v1.Reply.error:type_name -> ordo.v1.Error
 	5,  // 8: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
 	6,  // 9: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	8,  // 10: ordo.v1.EntityRecord.reminders:type_name -> ordo.v1.Reminder
+	10, // 11: ordo.v1.Reminder.message:type_name -> google.protobuf.Any
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_proto_ordopb_ordo_proto_init() }
@@ -774,7 +867,7 @@ func file_proto_ordopb_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_ordopb_ordo_proto_rawDesc), len(file_proto_ordopb_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -495,6 +495,164 @@ func (x *Arm) GetCount() int32 {
 	return 0
 }
 
+// Remind sets (or, with cancel, cancels) the durable reminder name that
+// delivers Tick{delta} to the counter at due_unix_nano and then every
+// period_millis (0: once); with read, it delivers Get instead; rearm is
+// the Tick's; fail makes the run fail after setting it.
+type Remind struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DueUnixNano   int64                  `protobuf:"varint,2,opt,name=due_unix_nano,json=dueUnixNano,proto3" json:"due_unix_nano,omitempty"`
+	PeriodMillis  int64                  `protobuf:"varint,3,opt,name=period_millis,json=periodMillis,proto3" json:"period_millis,omitempty"`
+	Delta         int64                  `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"`
+	Cancel        bool                   `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Fail          bool                   `protobuf:"varint,6,opt,name=fail,proto3" json:"fail,omitempty"`
+	Read          bool                   `protobuf:"varint,7,opt,name=read,proto3" json:"read,omitempty"`
+	Rearm         bool                   `protobuf:"varint,8,opt,name=rearm,proto3" json:"rearm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Remind) Reset() {
+	*x = Remind{}
+	mi := &file_proto_testpb_test_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Remind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Remind) ProtoMessage() {}
+
+func (x *Remind) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_testpb_test_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Remind.ProtoReflect.Descriptor instead.
+func (*Remind) Descriptor() ([]byte, []int) {
+	return file_proto_testpb_test_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Remind) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Remind) GetDueUnixNano() int64 {
+	if x != nil {
+		return x.DueUnixNano
+	}
+	return 0
+}
+
+func (x *Remind) GetPeriodMillis() int64 {
+	if x != nil {
+		return x.PeriodMillis
+	}
+	return 0
+}
+
+func (x *Remind) GetDelta() int64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *Remind) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *Remind) GetFail() bool {
+	if x != nil {
+		return x.Fail
+	}
+	return false
+}
+
+func (x *Remind) GetRead() bool {
+	if x != nil {
+		return x.Read
+	}
+	return false
+}
+
+func (x *Remind) GetRearm() bool {
+	if x != nil {
+		return x.Rearm
+	}
+	return false
+}
+
+// Tick is a reminder's message to the counter: it adds delta; with rearm,
+// the handler sets the reminder that fired again at the same due time.
+type Tick struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delta         int64                  `protobuf:"varint,1,opt,name=delta,proto3" json:"delta,omitempty"`
+	Rearm         bool                   `protobuf:"varint,2,opt,name=rearm,proto3" json:"rearm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tick) Reset() {
+	*x = Tick{}
+	mi := &file_proto_testpb_test_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tick) ProtoMessage() {}
+
+func (x *Tick) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_testpb_test_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tick.ProtoReflect.Descriptor instead.
+func (*Tick) Descriptor() ([]byte, []int) {
+	return file_proto_testpb_test_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Tick) GetDelta() int64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *Tick) GetRearm() bool {
+	if x != nil {
+		return x.Rearm
+	}
+	return false
+}
+
 var File_proto_testpb_test_proto protoreflect.FileDescriptor
 
 const file_proto_testpb_test_proto_rawDesc = "" +
@@ -532,7 +690,19 @@ const file_proto_testpb_test_proto_rawDesc = "" +
 	"\x05delta\x18\x03 \x01(\x03R\x05delta\x12\x16\n" +
 	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12\x12\n" +
 	"\x04fail\x18\x05 \x01(\bR\x04fail\x12\x14\n" +
-	"\x05count\x18\x06 \x01(\x05R\x05countB*Z(github.com/ordo-actors/ordo/proto/testpbb\x06proto3"
+	"\x05count\x18\x06 \x01(\x05R\x05count\"\xd1\x01\n" +
+	"\x06Remind\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
+	"\rdue_unix_nano\x18\x02 \x01(\x03R\vdueUnixNano\x12#\n" +
+	"\rperiod_millis\x18\x03 \x01(\x03R\fperiodMillis\x12\x14\n" +
+	"\x05delta\x18\x04 \x01(\x03R\x05delta\x12\x16\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12\x12\n" +
+	"\x04fail\x18\x06 \x01(\bR\x04fail\x12\x12\n" +
+	"\x04read\x18\a \x01(\bR\x04read\x12\x14\n" +
+	"\x05rearm\x18\b \x01(\bR\x05rearm\"2\n" +
+	"\x04Tick\x12\x14\n" +
+	"\x05delta\x18\x01 \x01(\x03R\x05delta\x12\x14\n" +
+	"\x05rearm\x18\x02 \x01(\bR\x05rearmB*Z(github.com/ordo-actors/ordo/proto/testpbb\x06proto3"
 
 var (
 	file_proto_testpb_test_proto_rawDescOnce sync.Once
@@ -546,7 +716,7 @@ func file_proto_testpb_test_proto_rawDescGZIP() []byte {
 	return file_proto_testpb_test_proto_rawDescData
 }
 
-var file_proto_testpb_test_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proto_testpb_test_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_proto_testpb_test_proto_goTypes = []any{
 	(*Counter)(nil), // 0: ordo.test.v1.Counter
 	(*Add)(nil),     // 1: ordo.test.v1.Add
@@ -556,15 +726,17 @@ var file_proto_testpb_test_proto_goTypes = []any{
 	(*Forward)(nil), // 5: ordo.test.v1.Forward
 	(*Echo)(nil),    // 6: ordo.test.v1.Echo
 	(*Arm)(nil),     // 7: ordo.test.v1.Arm
-	nil,             // 8: ordo.test.v1.Counter.LastSeqEntry
+	(*Remind)(nil),  // 8: ordo.test.v1.Remind
+	(*Tick)(nil),    // 9: ordo.test.v1.Tick
+	nil,             // 10: ordo.test.v1.Counter.LastSeqEntry
 }
 var file_proto_testpb_test_proto_depIdxs = []int32{
-	8, // 0: ordo.test.v1.Counter.last_seq:type_name -> ordo.test.v1.Counter.LastSeqEntry
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	10, // 0: ordo.test.v1.Counter.last_seq:type_name -> ordo.test.v1.Counter.LastSeqEntry
+	1,  // [1:1] is the sub-list for method output_type
+	1,  // [1:1] is the sub-list for method input_type
+	1,  // [1:1] is the sub-list for extension type_name
+	1,  // [1:1] is the sub-list for extension extendee
+	0,  // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_proto_testpb_test_proto_init() }
@@ -578,7 +750,7 @@ func file_proto_testpb_test_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_testpb_test_proto_rawDesc), len(file_proto_testpb_test_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,10 +23,12 @@ var mutants = []Mutant{
 		Orig: `			rep = errReply(env, err)
 		}
 		e.flushOutbox(e.seq)
+		e.applyTimers()
 		e.hold(e.seq, c, rep, nil)`,
 		Repl: `			rep = errReply(env, err)
 		}
 		e.flushOutbox(e.seq)
+		e.applyTimers()
 		e.hold(0, c, rep, nil)`,
 		Pkgs: []string{"./actors"},
 	},
@@ -85,13 +87,9 @@ var mutants = []Mutant{
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
 	}
-	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.StoreTimeout)
-	defer cancel()
-	rec, err := e.h.store.Load(ctx, e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
 `,
-		Repl: `	ctx, cancel := context.WithTimeout(e.h.ctx, e.h.cfg.StoreTimeout)
-	defer cancel()
-	rec, err := e.h.store.Load(ctx, e.ref.Kind, e.ref.ID)
+		Repl: `	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
 	if ferr := e.h.ensureFenced(e.shard); ferr != nil {
 		if errors.Is(ferr, persistence.ErrFenced) {
 			e.h.shardLost(e.shard, ferr)
@@ -175,8 +173,8 @@ var mutants = []Mutant{
 		Name:  "actors/events-with-record",
 		Guard: "S1, S3: a run's events are appended in the same Save as its record and dedup entry",
 		File:  "actors/batcher.go",
-		Orig:  `		Events: p.events, DeleteEventsBefore: p.deleteBefore}`,
-		Repl:  `		DeleteEventsBefore: p.deleteBefore}`,
+		Orig:  `Events: p.events, DeleteEventsBefore: p.deleteBefore}`,
+		Repl:  `DeleteEventsBefore: p.deleteBefore}`,
 		Pkgs:  []string{"./actors"},
 	},
 	{
@@ -255,8 +253,8 @@ var mutants = []Mutant{
 		Name:  "actors/state-limit",
 		Guard: "a write whose record would exceed MaxStateBytes fails its request alone, rolled back",
 		File:  "actors/entity.go",
-		Orig:  `if size, ok := e.fit(len(state), added); !ok {`,
-		Repl:  `if size, ok := e.fit(len(state), added); false && !ok {`,
+		Orig:  `if size, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); !ok {`,
+		Repl:  `if size, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); false && !ok {`,
 		Pkgs:  []string{"./actors"},
 	},
 	{
@@ -342,6 +340,47 @@ var mutants = []Mutant{
 		File:  "actors/entity.go",
 		Orig:  `wait := max(p.backoff(st.failures), hint)`,
 		Repl:  `wait := p.backoff(st.failures)`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/reminder-advanced-with-firing",
+		Guard: "S7: the write that applies a reminder's firing advances or removes the reminder",
+		File:  "actors/reminder.go",
+		Orig:  `if f := rm.firing; f != nil && !rm.touched[f.name] {`,
+		Repl:  `if f := rm.firing; false && f != nil && !rm.touched[f.name] {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/reminder-request-id",
+		Guard: "S7: a firing's request ID is its reminder's name and due time (at most once per due time)",
+		File:  "actors/reminder.go",
+		Orig:  `return "ordo.reminder/" + name + "/" + strconv.FormatInt(due, 10)`,
+		Repl:  `return "ordo.reminder/" + name + "/" + strconv.FormatInt(time.Now().UnixNano(), 10)`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/reminder-rollback",
+		Guard: "S7: a run rolled back sets no reminder",
+		File:  "actors/reminder.go",
+		Orig: `	e.rm.run = nil
+	clear(e.rm.touched)`,
+		Repl: `	clear(e.rm.touched)`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/reminder-scan-hint",
+		Guard: "S7: a due time written after a shard's last index read makes the host read it again",
+		File:  "actors/entity.go",
+		Orig:  `sh.noteDue(due) // the host's reminder scan looks at the shard again`,
+		Repl:  `_ = sh`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/reminder-prev-due-coalesced",
+		Guard: "S7: a write that replaces a queued one keeps its PrevDue (the index entry the store has)",
+		File:  "actors/batcher.go",
+		Orig:  `w.prevDue = p.w.prevDue // the replaced write is never sent`,
+		Repl:  ``,
 		Pkgs:  []string{"./actors"},
 	},
 
@@ -477,6 +516,31 @@ var mutants = []Mutant{
 		File:  "persistence/postgres/pgstore.go",
 		Orig:  `ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch`,
 		Repl:  `ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch`,
+		Pkgs:  []string{"./persistence/postgres"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
+		Name:  "memory/reminder-index-moves",
+		Guard: "S7: a record's index entry moves with its due time",
+		File:  "persistence/memory/reminders.go",
+		Orig:  `t.Delete(dueItem{old.Due, k})`,
+		Repl:  ``,
+		Pkgs:  []string{"./persistence/memory"},
+	},
+	{
+		Name:  "etcd/reminder-index-prev-due",
+		Guard: "S7: a Save removes the record's index entry at its PrevDue",
+		File:  "persistence/etcd/reminders.go",
+		Orig:  `g.ops = append(g.ops, clientv3.OpDelete(k))`,
+		Repl:  `_ = k`,
+		Pkgs:  []string{"./persistence/etcd"},
+	},
+	{
+		Name:  "postgres/reminder-index-due",
+		Guard: "S7: a Save writes the record's due time with it",
+		File:  "persistence/postgres/pgstore.go",
+		Orig:  `data = excluded.data, due = excluded.due`,
+		Repl:  `data = excluded.data`,
 		Pkgs:  []string{"./persistence/postgres"},
 		Needs: []string{"ORDO_PG_URL"},
 	},

@@ -131,6 +131,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if pcc.TLS, err = ordotls.Load(r.tlsFiles(clientCert)); err != nil {
 		return nil, fmt.Errorf("chaos: probe client: %w", err)
 	}
+	if pcc.EtcdTLS, err = r.etcdTLS(clientCert); err != nil {
+		return nil, err
+	}
 	client, err := cluster.Dial(ctx, r.directEndpoints(), pcc)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: probe client: %w", err)
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	load := newProc("load", cfg.Bank, filepath.Join(dir, "load.log"), append([]string{"load", "--etcd", direct,
 		"--accounts", accounts, "--duration", cfg.Duration.String(), "--concurrency", strconv.Itoa(cfg.Concurrency),
 		"--read-ratio", strconv.FormatFloat(cfg.ReadRatio, 'f', -1, 64),
-		"--seed", strconv.FormatUint(max(cfg.Seed, 1), 10), "--history", hist}, clientTLS...))
+		"--seed", strconv.FormatUint(max(cfg.Seed, 1), 10), "--history", hist}, append(clientTLS, cfg.LoadArgs...)...))
 	if err := load.start(); err != nil {
 		return nil, err
 	}
@@ -183,7 +186,28 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	r.logf("load started: %d clients for %v", cfg.Concurrency, cfg.Duration)
 
 	rep := &Report{Seed: cfg.Seed, Duration: cfg.Duration.String(), Store: cfg.Store, Nodes: cfg.Nodes,
-		EtcdMembers: cfg.EtcdMembers, LeaseTTL: cfg.LeaseTTL.String(), Kinds: cfg.Kinds, Proxied: proxied, Dir: dir}
+		EtcdMembers: cfg.EtcdMembers, LeaseTTL: cfg.LeaseTTL.String(), Kinds: cfg.Kinds, Proxied: proxied,
+		LoadStart: r.start, Dir: dir}
+
+	// The observer watches until the check has run; an early return
+	// cancels it.
+	checked := make(chan struct{})
+	endObserver := func() {}
+	if cfg.Observer != nil {
+		octx, cancel := context.WithCancel(ctx)
+		loadDone, _ := load.exited()
+		c := &Cluster{r: r, loadDone: loadDone}
+		var owg sync.WaitGroup
+		owg.Add(1)
+		go func() { defer owg.Done(); cfg.Observer.Observe(octx, c, checked) }()
+		var once sync.Once
+		endObserver = func() {
+			once.Do(func() { close(checked) })
+			owg.Wait()
+			cancel()
+		}
+		defer func() { cancel(); endObserver() }()
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	// attribute gives the last fault the writes fenced since it started,
 	// on any node, up to now (the next fault's start or the end).
@@ -270,6 +294,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	r.scrape(ctx)
 	attribute()
+	endObserver()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	rep.FencedByNode, rep.FencedWrites = r.tally.byNode()
 	rep.finish()
 

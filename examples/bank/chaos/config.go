@@ -72,6 +72,18 @@ type Config struct {
 	PGRestart []string
 	// Out receives progress lines and the summary; nil discards them.
 	Out io.Writer
+	// NodeArgs are more arguments for every `bank node` (bank soak's
+	// --idle-timeout and --pprof), after those Run gives.
+	NodeArgs []string
+	// EtcdArgs are more arguments for every `bank etcd` member (bank
+	// soak's --auto-compaction-retention).
+	EtcdArgs []string
+	// LoadArgs are more arguments for the `bank load` (bank soak's
+	// --zipf).
+	LoadArgs []string
+	// Observer, when not nil, watches the run from the start of the load
+	// until after the check (see Observer).
+	Observer Observer
 }
 
 // DefaultConfig returns a 45-second run: 3 nodes, 3 etcd members, the etcd

@@ -29,10 +29,15 @@
 // datagrams while cut. The load, the probe and the checker reach etcd
 // directly.
 //
-// Nodes and clients talk mutual TLS: before anything starts, `bank certs`
-// writes a CA, one certificate per node and one for the clients into the
-// run directory's certs/, and every process gets --tls-ca, --tls-cert and
-// --tls-key (the in-process probe loads the client's files). The proxies
+// Nodes and clients talk mutual TLS, and etcd is served over TLS with
+// client certificates: before anything starts, `bank certs --etcd` writes
+// a CA, one certificate per node and one for the clients into the run
+// directory's certs/, and etcd's own CA with its members' certificates and
+// an etcd client certificate per node and for the clients into
+// certs/etcd/. Every etcd member gets --tls-ca, --tls-cert and --tls-key;
+// every node and client process gets --tls-ca, --tls-cert, --tls-key and
+// --etcd-ca, --etcd-cert, --etcd-key (the in-process probe and the
+// orchestrator's etcd client load the clients' files). The proxies
 // carry TLS unchanged. Command lines in the logs have their passwords
 // redacted (internal/redact).
 //
@@ -100,4 +105,14 @@
 // verdict, recovery times and fenced writes, and returns it; Main prints a
 // summary and fails when the check found a violation or a fault could not
 // be injected or healed.
+//
+// # Long runs
+//
+// bank soak (package soak) is a long run of this orchestrator: it sets
+// Config.Interval, Warmup and Cooldown for a fault every few minutes, adds
+// arguments to the nodes, the etcd members and the load (Config.NodeArgs,
+// EtcdArgs, LoadArgs), and watches the run through a Config.Observer,
+// which gets a Cluster view (every process's ID, incarnation and start,
+// the nodes' admin addresses, an unproxied etcd client) from the start of
+// the load until after the check.
 package chaos

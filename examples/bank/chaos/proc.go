@@ -33,7 +33,8 @@ type proc struct {
 	done        chan struct{} // closed when the current incarnation exited
 	exitErr     error
 	incarnation int
-	stopped     bool // SIGSTOP sent and no SIGCONT yet
+	started     time.Time // when the current incarnation started
+	stopped     bool      // SIGSTOP sent and no SIGCONT yet
 }
 
 func newProc(name, path, logPath string, args []string) *proc {
@@ -75,6 +76,7 @@ func (p *proc) start() error {
 	done := make(chan struct{})
 	p.cmd, p.done, p.exitErr, p.stopped = cmd, done, nil, false
 	p.incarnation++
+	p.started = time.Now()
 	go func() {
 		err := cmd.Wait()
 		_ = logf.Close()
@@ -122,6 +124,19 @@ func (p *proc) pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cmd.Process.Pid
+}
+
+// state is a snapshot of a process: its current incarnation's number,
+// process ID (0 when not running), start time, and whether it is stopped.
+func (p *proc) state() (incarnation, pid int, started time.Time, stopped bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+	default:
+		pid = p.cmd.Process.Pid
+	}
+	return p.incarnation, pid, p.started, p.stopped
 }
 
 // signal sends sig to the current incarnation's process group.

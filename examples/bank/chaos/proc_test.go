@@ -33,12 +33,18 @@ func TestProcKillTakesTheProcessGroup(t *testing.T) {
 	if !alive(gc) || !p.running() || p.pid() == 0 {
 		t.Fatal("tree not running")
 	}
+	if inc, pid, started, stopped := p.state(); inc != 1 || pid != p.pid() || time.Since(started) > time.Minute || stopped {
+		t.Fatalf("state: incarnation %d, pid %d, started %v, stopped %v", inc, pid, started, stopped)
+	}
 	if err := p.start(); err == nil {
 		t.Fatal("second start of a running process accepted")
 	}
 	p.kill()
 	if p.running() {
 		t.Fatal("running after kill")
+	}
+	if inc, pid, _, _ := p.state(); inc != 1 || pid != 0 {
+		t.Fatalf("state after kill: incarnation %d, pid %d", inc, pid)
 	}
 	testutil.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if alive(gc) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ordo-actors/ordo/examples/bank/check"
 	"github.com/ordo-actors/ordo/examples/bank/history"
@@ -28,6 +29,9 @@ type Report struct {
 	Kinds []Kind `json:"kinds"`
 	// Proxied says which connections go through fault proxies.
 	Proxied string `json:"proxied"`
+	// LoadStart is when the load started; fault offsets (at_ns) are from
+	// it.
+	LoadStart time.Time `json:"load_start"`
 	// Faults lists every injected fault.
 	Faults []FaultReport `json:"faults"`
 	// Ops counts the history's ops by kind and outcome.

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/placement/etcdembed"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -156,20 +158,27 @@ func (r *runner) startEtcd(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m := &member{name: fmt.Sprintf("e%d", i+1), clientURL: "http://" + cp, peerURL: "http://" + pp}
+		m := &member{name: memberName(i), clientURL: "https://" + cp, peerURL: "https://" + pp}
 		r.members = append(r.members, m)
 		initial = append(initial, m.name+"="+m.peerURL)
 	}
 	for _, m := range r.members {
 		args := []string{"etcd", "--name", m.name, "--data-dir", filepath.Join(r.dir, "etcd-"+m.name),
 			"--listen-client", m.clientURL, "--listen-peer", m.peerURL, "--initial-cluster", strings.Join(initial, ",")}
+		f := r.etcdFiles(m.name)
+		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
+		args = append(args, r.cfg.EtcdArgs...)
 		m.proc = newProc(m.name, r.cfg.Bank, filepath.Join(r.dir, m.name+".log"), args)
 		if err := m.proc.start(); err != nil {
 			return err
 		}
 	}
+	tc, err := r.etcdTLS(clientCert)
+	if err != nil {
+		return err
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: r.directEndpoints(), DialTimeout: 5 * time.Second,
-		Logger: nopZap()})
+		TLS: tc, Logger: nopZap()})
 	if err != nil {
 		return fmt.Errorf("chaos: etcd client: %w", err)
 	}
@@ -284,7 +293,7 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 	if r.cfg.Store == "postgres" {
 		args = append(args, "--pg", proxiedURL(r.cfg.PGURL, n.storeProxy))
 	}
-	return args
+	return append(args, r.cfg.NodeArgs...)
 }
 
 // writeCerts writes the cluster's CA and the certificates of its nodes and
@@ -295,7 +304,34 @@ func (r *runner) writeCerts(ctx context.Context) error {
 	for i := range nodes {
 		nodes[i] = fmt.Sprintf("n%d", i+1)
 	}
-	return r.runCmd(ctx, "certs", "certs", "--dir", r.certs, "--nodes", strings.Join(nodes, ","))
+	members := make([]string, r.cfg.EtcdMembers)
+	for i := range members {
+		members[i] = memberName(i)
+	}
+	return r.runCmd(ctx, "certs", "certs", "--dir", r.certs, "--nodes", strings.Join(nodes, ","),
+		"--etcd", strings.Join(members, ","))
+}
+
+// memberName is the name of etcd member i.
+func memberName(i int) string { return fmt.Sprintf("e%d", i+1) }
+
+// etcdFiles are the files of the etcd TLS of the process named name (an
+// etcd member, a node ID, or "client"), under etcd's own CA.
+func (r *runner) etcdFiles(name string) ordotls.Files {
+	dir := filepath.Join(r.certs, "etcd")
+	return ordotls.Files{CA: filepath.Join(dir, ordotls.CAFile), Cert: filepath.Join(dir, name+".pem"),
+		Key: filepath.Join(dir, name+"-key.pem")}
+}
+
+// etcdTLS is the TLS configuration of an etcd client named name.
+func (r *runner) etcdTLS(name string) (*tls.Config, error) {
+	f := r.etcdFiles(name)
+	info := transport.TLSInfo{TrustedCAFile: f.CA, CertFile: f.Cert, KeyFile: f.Key, Logger: nopZap()}
+	tc, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: etcd TLS of %s: %w", name, err)
+	}
+	return tc, nil
 }
 
 // tlsFiles are the TLS files of the process named name (a node ID, or
@@ -305,10 +341,12 @@ func (r *runner) tlsFiles(name string) ordotls.Files {
 		Key: filepath.Join(r.certs, name+"-key.pem")}
 }
 
-// tlsArgs are the TLS flags of the process named name.
+// tlsArgs are the TLS flags of the process named name: the cluster's
+// mutual TLS and its certificate for etcd.
 func (r *runner) tlsArgs(name string) []string {
-	f := r.tlsFiles(name)
-	return []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
+	f, e := r.tlsFiles(name), r.etcdFiles(name)
+	return []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key,
+		"--etcd-ca", e.CA, "--etcd-cert", e.Cert, "--etcd-key", e.Key}
 }
 
 // startNode starts node i (again), joining peers.

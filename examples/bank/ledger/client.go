@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/bankpb"
@@ -17,4 +18,14 @@ import (
 func SubmitAndWait(ctx context.Context, inv actors.Invoker, id, from, to string, amount int64) (*bankpb.TransferState, error) {
 	return bankpb.NewTransferServiceClient(inv).SubmitTransfer(ctx, TransferID(from, id),
 		&bankpb.SubmitTransfer{From: from, To: to, Amount: amount}, actors.WithRequestID(id+":submit"))
+}
+
+// Schedule schedules transfer id from account from to start at start and
+// returns its state (SCHEDULED until it starts; a transfer scheduled again
+// with the same parameters returns its state as it stands). The request ID
+// is derived from the transfer ID, like SubmitAndWait's.
+func Schedule(ctx context.Context, inv actors.Invoker, id, from, to string, amount int64, start time.Time) (*bankpb.TransferState, error) {
+	return bankpb.NewTransferServiceClient(inv).ScheduleTransfer(ctx, TransferID(from, id),
+		&bankpb.ScheduleTransfer{From: from, To: to, Amount: amount, StartUnixNano: start.UnixNano()},
+		actors.WithRequestID(id+":schedule"))
 }

@@ -12,7 +12,9 @@
 // insufficient funds) has no effect; a credit that can never succeed
 // (unknown destination) is compensated by a refund to the source.
 // Submitting the same transfer again never applies it twice; the submit
-// call is answered with the saga's outcome (a deferred reply).
+// call is answered with the saga's outcome (a deferred reply). A transfer
+// may also be scheduled (ScheduleTransfer): it waits as SCHEDULED, with a
+// durable reminder, and its saga starts when the reminder fires.
 //
 // Accounts are event-sourced (actors.EventSourced): each handler checks
 // its request against the account's state and emits what happened
@@ -38,6 +40,7 @@ const (
 	CodeSameAccount       = "same_account"
 	CodeConflict          = "conflict"
 	CodeUnknownTransfer   = "unknown_transfer"
+	CodeInvalidStart      = "invalid_start"
 )
 
 type accountCtx = actors.Context[*bankpb.Account]

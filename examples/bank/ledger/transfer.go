@@ -18,6 +18,7 @@ const (
 	rejected     = bankpb.TransferStatus_TRANSFER_STATUS_REJECTED
 	compensating = bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATING
 	compensated  = bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED
+	scheduled    = bankpb.TransferStatus_TRANSFER_STATUS_SCHEDULED
 	unspecified  = bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED
 )
 
@@ -47,11 +48,14 @@ func (transfers) GetTransfer(c *transferCtx, _ *bankpb.GetTransfer) (*bankpb.Tra
 }
 
 func state(t *bankpb.Transfer) *bankpb.TransferState {
-	return &bankpb.TransferState{From: t.From, To: t.To, Amount: t.Amount, Status: t.Status, Error: t.Error}
+	return &bankpb.TransferState{From: t.From, To: t.To, Amount: t.Amount, Status: t.Status, Error: t.Error,
+		StartUnixNano: t.StartUnixNano}
 }
 
 // SubmitTransfer starts the saga, or joins it, and answers with its final
-// state (a deferred reply): one call from the client, no polling.
+// state (a deferred reply): one call from the client, no polling. A
+// transfer scheduled with the same parameters is joined too: the answer
+// waits for it to start and end (within the call's deadline).
 func (transfers) SubmitTransfer(c *transferCtx, m *bankpb.SubmitTransfer) (*bankpb.TransferState, error) {
 	t := c.State
 	if t.Status != unspecified {
@@ -64,24 +68,75 @@ func (transfers) SubmitTransfer(c *transferCtx, m *bankpb.SubmitTransfer) (*bank
 		c.Defer(outcome)
 		return nil, nil
 	}
-	if m.Amount <= 0 {
-		return nil, actors.HandlerError(CodeInvalidAmount, "amount %d is not positive", m.Amount)
-	}
-	for _, id := range []string{m.From, m.To} {
-		if err := AccountRef(id).Validate(); err != nil {
-			return nil, actors.HandlerError(CodeUnknownAccount, "%v", err)
-		}
-	}
-	if m.From == m.To {
-		return nil, actors.HandlerError(CodeSameAccount, "source and destination are both %s", m.From)
-	}
-	if with, ok := actors.PlacedWith(c.Ref()); !ok || with != AccountRef(m.From) {
-		return nil, actors.HandlerError(CodeConflict, "transfer %s is not placed with its source %s: use TransferRef", c.Ref().ID, m.From)
+	if err := validate(c, m.From, m.To, m.Amount); err != nil {
+		return nil, err
 	}
 	t.From, t.To, t.Amount, t.Status = m.From, m.To, m.Amount, debiting
 	step(c)
 	c.Defer(outcome)
 	return nil, nil
+}
+
+// validate checks a new transfer's parameters.
+func validate(c *transferCtx, from, to string, amount int64) error {
+	if amount <= 0 {
+		return actors.HandlerError(CodeInvalidAmount, "amount %d is not positive", amount)
+	}
+	for _, id := range []string{from, to} {
+		if err := AccountRef(id).Validate(); err != nil {
+			return actors.HandlerError(CodeUnknownAccount, "%v", err)
+		}
+	}
+	if from == to {
+		return actors.HandlerError(CodeSameAccount, "source and destination are both %s", from)
+	}
+	if with, ok := actors.PlacedWith(c.Ref()); !ok || with != AccountRef(from) {
+		return actors.HandlerError(CodeConflict, "transfer %s is not placed with its source %s: use TransferRef", c.Ref().ID, from)
+	}
+	return nil
+}
+
+// startReminder is the name of a scheduled transfer's reminder.
+const startReminder = "start"
+
+// ScheduleTransfer records the transfer as SCHEDULED, with a durable
+// reminder that starts its saga at the start time (StartTransfer), and
+// answers at once. Nothing moves before then: the accounts are checked
+// when it starts (a transfer from an account without the funds by then is
+// rejected then). The reminder lives in the transfer's record: it fires
+// on whichever node owns the transfer's shard at the time, after crashes
+// and handoffs too, and the saga's steps are idempotent, so a transfer
+// starts once however often its reminder fires.
+func (transfers) ScheduleTransfer(c *transferCtx, m *bankpb.ScheduleTransfer) (*bankpb.TransferState, error) {
+	t := c.State
+	if t.Status != unspecified {
+		if t.From != m.From || t.To != m.To || t.Amount != m.Amount || t.StartUnixNano != m.StartUnixNano {
+			return nil, actors.HandlerError(CodeConflict, "transfer %s was submitted with other parameters", transferID(c))
+		}
+		return state(t), nil
+	}
+	if m.StartUnixNano <= 0 {
+		return nil, actors.HandlerError(CodeInvalidStart, "start time %d is not after 1970", m.StartUnixNano)
+	}
+	if err := validate(c, m.From, m.To, m.Amount); err != nil {
+		return nil, err
+	}
+	t.From, t.To, t.Amount, t.Status, t.StartUnixNano = m.From, m.To, m.Amount, scheduled, m.StartUnixNano
+	if err := c.SetReminder(startReminder, time.Unix(0, m.StartUnixNano), 0, &bankpb.StartTransfer{}); err != nil {
+		return nil, fmt.Errorf("scheduling transfer %s: %w", transferID(c), err)
+	}
+	return state(t), nil
+}
+
+// StartTransfer starts a scheduled transfer's saga: its reminder's
+// firing. Waiting submitters (SubmitTransfer joined it) are answered when
+// the saga ends, as for a transfer submitted at once.
+func (transfers) StartTransfer(c *transferCtx, _ *bankpb.StartTransfer) (*bankpb.TransferState, error) {
+	if c.State.Status == scheduled {
+		c.State.Status = debiting
+		step(c)
+	}
+	return state(c.State), nil
 }
 
 // step starts (or restarts) the saga from its durable status. While a

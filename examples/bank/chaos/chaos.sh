@@ -47,7 +47,11 @@ run() {
 	if [ "$store" = postgres ]; then
 		args+=(--pg "$PG_URL" --pg-restart "pg_ctlcluster 15 $PG_CLUSTER restart")
 	fi
-	"$OUT/bank" chaos "${args[@]}"
+	local rc=0
+	"$OUT/bank" chaos "${args[@]}" || rc=$?
+	# The etcd members' data (hundreds of MB a run) goes; logs and reports stay.
+	rm -rf "$dir"/etcd-e*
+	return $rc
 }
 
 failed=()

@@ -111,7 +111,10 @@ type Account struct {
 	// transfer ID: a resent debit is recognised however long ago it came.
 	Debits map[string]int64 `protobuf:"bytes,3,rep,name=debits,proto3" json:"debits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Transfers credited to this account whose saga has not finished.
-	Credits       map[string]int64 `protobuf:"bytes,4,rep,name=credits,proto3" json:"credits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Credits map[string]int64 `protobuf:"bytes,4,rep,name=credits,proto3" json:"credits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The source account of each credited transfer (credits), where its
+	// saga lives.
+	CreditSources map[string]string `protobuf:"bytes,5,rep,name=credit_sources,json=creditSources,proto3" json:"credit_sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +173,13 @@ func (x *Account) GetDebits() map[string]int64 {
 func (x *Account) GetCredits() map[string]int64 {
 	if x != nil {
 		return x.Credits
+	}
+	return nil
+}
+
+func (x *Account) GetCreditSources() map[string]string {
+	if x != nil {
+		return x.CreditSources
 	}
 	return nil
 }
@@ -452,7 +462,9 @@ type Credit struct {
 	Amount     int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
 	// Set on a refund: the transfer it refunds (transfer_id is then the
 	// refund's own ID, "<transfer ID>:refund").
-	RefundOf      string `protobuf:"bytes,3,opt,name=refund_of,json=refundOf,proto3" json:"refund_of,omitempty"`
+	RefundOf string `protobuf:"bytes,3,opt,name=refund_of,json=refundOf,proto3" json:"refund_of,omitempty"`
+	// The transfer's source account, where its saga lives.
+	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -504,6 +516,13 @@ func (x *Credit) GetAmount() int64 {
 func (x *Credit) GetRefundOf() string {
 	if x != nil {
 		return x.RefundOf
+	}
+	return ""
+}
+
+func (x *Credit) GetSource() string {
+	if x != nil {
+		return x.Source
 	}
 	return ""
 }
@@ -1213,9 +1232,12 @@ func (x *Debited) GetAmount() int64 {
 // Credited adds amount for transfer transfer_id, remembered (credits)
 // until the transfer is forgotten.
 type Credited struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
-	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TransferId string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount     int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// The transfer's source account (empty in events written before it was
+	// recorded).
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1262,6 +1284,13 @@ func (x *Credited) GetAmount() int64 {
 		return x.Amount
 	}
 	return 0
+}
+
+func (x *Credited) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 // Refunded adds back amount, debited by transfer transfer_id, whose credit
@@ -1372,22 +1401,102 @@ func (x *Forgotten) GetTransferId() string {
 	return ""
 }
 
+// SettleHeld is an account's reminder while it holds transfers (debits,
+// credits): it asks their sagas to settle.
+type SettleHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleHeld) Reset() {
+	*x = SettleHeld{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleHeld) ProtoMessage() {}
+
+func (x *SettleHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleHeld.ProtoReflect.Descriptor instead.
+func (*SettleHeld) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{24}
+}
+
+// Settle asks a transfer's saga to finish with its accounts: a finished
+// transfer tells them to forget it again.
+type Settle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Settle) Reset() {
+	*x = Settle{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settle) ProtoMessage() {}
+
+func (x *Settle) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settle.ProtoReflect.Descriptor instead.
+func (*Settle) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{25}
+}
+
 var File_proto_bankpb_bank_proto protoreflect.FileDescriptor
 
 const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\n" +
-	"\x17proto/bankpb/bank.proto\x12\fordo.bank.v1\x1a\x1aproto/ordopb/options.proto\"\xab\x02\n" +
+	"\x17proto/bankpb/bank.proto\x12\fordo.bank.v1\x1a\x1aproto/ordopb/options.proto\"\xbe\x03\n" +
 	"\aAccount\x12\x16\n" +
 	"\x06opened\x18\x01 \x01(\bR\x06opened\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\x03R\abalance\x129\n" +
 	"\x06debits\x18\x03 \x03(\v2!.ordo.bank.v1.Account.DebitsEntryR\x06debits\x12<\n" +
-	"\acredits\x18\x04 \x03(\v2\".ordo.bank.v1.Account.CreditsEntryR\acredits\x1a9\n" +
+	"\acredits\x18\x04 \x03(\v2\".ordo.bank.v1.Account.CreditsEntryR\acredits\x12O\n" +
+	"\x0ecredit_sources\x18\x05 \x03(\v2(.ordo.bank.v1.Account.CreditSourcesEntryR\rcreditSources\x1a9\n" +
 	"\vDebitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
 	"\fCreditsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\" \n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
+	"\x12CreditSourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\" \n" +
 	"\x04Open\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\x03R\ainitial\"!\n" +
 	"\aDeposit\x12\x16\n" +
@@ -1401,12 +1510,13 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x05Debit\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x03R\x06amount\"^\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\"v\n" +
 	"\x06Credit\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x1b\n" +
-	"\trefund_of\x18\x03 \x01(\tR\brefundOf\"\v\n" +
+	"\trefund_of\x18\x03 \x01(\tR\brefundOf\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\v\n" +
 	"\tCheckOpen\")\n" +
 	"\x06Forget\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
@@ -1447,11 +1557,12 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\aDebited\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x03R\x06amount\"C\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\"[\n" +
 	"\bCredited\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x03R\x06amount\"`\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"`\n" +
 	"\bRefunded\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
@@ -1459,7 +1570,10 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\trefund_id\x18\x03 \x01(\tR\brefundId\",\n" +
 	"\tForgotten\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
-	"transferId*\xab\x02\n" +
+	"transferId\"\f\n" +
+	"\n" +
+	"SettleHeld\"\b\n" +
+	"\x06Settle*\xab\x02\n" +
 	"\x0eTransferStatus\x12\x1f\n" +
 	"\x1bTRANSFER_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRANSFER_STATUS_CHECKING\x10\x01\x12\x1c\n" +
@@ -1469,7 +1583,7 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x18TRANSFER_STATUS_REJECTED\x10\x05\x12 \n" +
 	"\x1cTRANSFER_STATUS_COMPENSATING\x10\x06\x12\x1f\n" +
 	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a\x12\x1d\n" +
-	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\x8d\x04\n" +
+	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\xd4\x04\n" +
 	"\x0eAccountService\x121\n" +
 	"\x04Open\x12\x12.ordo.bank.v1.Open\x1a\x15.ordo.bank.v1.Balance\x127\n" +
 	"\aDeposit\x12\x15.ordo.bank.v1.Deposit\x1a\x15.ordo.bank.v1.Balance\x129\n" +
@@ -1479,12 +1593,15 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\tCheckOpen\x12\x17.ordo.bank.v1.CheckOpen\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x12;\n" +
 	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
 	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
-	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
-	"\aaccount2\xac\x03\n" +
+	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12E\n" +
+	"\n" +
+	"SettleHeld\x12\x18.ordo.bank.v1.SettleHeld\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
+	"\aaccount2\xf1\x03\n" +
 	"\x0fTransferService\x12K\n" +
 	"\x0eSubmitTransfer\x12\x1c.ordo.bank.v1.SubmitTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12M\n" +
 	"\vGetTransfer\x12\x19.ordo.bank.v1.GetTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\b\x01\x12I\n" +
-	"\tRetryStep\x12\x17.ordo.bank.v1.RetryStep\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x12O\n" +
+	"\tRetryStep\x12\x17.ordo.bank.v1.RetryStep\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x12C\n" +
+	"\x06Settle\x12\x14.ordo.bank.v1.Settle\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x12O\n" +
 	"\x10ScheduleTransfer\x12\x1e.ordo.bank.v1.ScheduleTransfer\x1a\x1b.ordo.bank.v1.TransferState\x12Q\n" +
 	"\rStartTransfer\x12\x1b.ordo.bank.v1.StartTransfer\x1a\x1b.ordo.bank.v1.TransferState\"\x06\u00a0\x19\x02\x10\x01\x1a\x0e\u00a0\x19\n" +
 	"\n" +
@@ -1503,7 +1620,7 @@ func file_proto_bankpb_bank_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_bankpb_bank_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_proto_bankpb_bank_proto_goTypes = []any{
 	(TransferStatus)(0),      // 0: ordo.bank.v1.TransferStatus
 	(*Account)(nil),          // 1: ordo.bank.v1.Account
@@ -1530,45 +1647,53 @@ var file_proto_bankpb_bank_proto_goTypes = []any{
 	(*Credited)(nil),         // 22: ordo.bank.v1.Credited
 	(*Refunded)(nil),         // 23: ordo.bank.v1.Refunded
 	(*Forgotten)(nil),        // 24: ordo.bank.v1.Forgotten
-	nil,                      // 25: ordo.bank.v1.Account.DebitsEntry
-	nil,                      // 26: ordo.bank.v1.Account.CreditsEntry
+	(*SettleHeld)(nil),       // 25: ordo.bank.v1.SettleHeld
+	(*Settle)(nil),           // 26: ordo.bank.v1.Settle
+	nil,                      // 27: ordo.bank.v1.Account.DebitsEntry
+	nil,                      // 28: ordo.bank.v1.Account.CreditsEntry
+	nil,                      // 29: ordo.bank.v1.Account.CreditSourcesEntry
 }
 var file_proto_bankpb_bank_proto_depIdxs = []int32{
-	25, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
-	26, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
-	0,  // 2: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
-	0,  // 3: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
-	2,  // 4: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
-	3,  // 5: ordo.bank.v1.AccountService.Deposit:input_type -> ordo.bank.v1.Deposit
-	4,  // 6: ordo.bank.v1.AccountService.Withdraw:input_type -> ordo.bank.v1.Withdraw
-	5,  // 7: ordo.bank.v1.AccountService.GetBalance:input_type -> ordo.bank.v1.GetBalance
-	9,  // 8: ordo.bank.v1.AccountService.CheckOpen:input_type -> ordo.bank.v1.CheckOpen
-	7,  // 9: ordo.bank.v1.AccountService.Debit:input_type -> ordo.bank.v1.Debit
-	8,  // 10: ordo.bank.v1.AccountService.Credit:input_type -> ordo.bank.v1.Credit
-	10, // 11: ordo.bank.v1.AccountService.Forget:input_type -> ordo.bank.v1.Forget
-	12, // 12: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
-	13, // 13: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
-	14, // 14: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
-	15, // 15: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
-	16, // 16: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
-	6,  // 17: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
-	6,  // 18: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
-	6,  // 19: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
-	6,  // 20: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
-	6,  // 21: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
-	6,  // 22: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
-	6,  // 23: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
-	6,  // 24: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
-	17, // 25: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // 26: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // 27: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
-	17, // 28: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // 29: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // [17:30] is the sub-list for method output_type
-	4,  // [4:17] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	27, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
+	28, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
+	29, // 2: ordo.bank.v1.Account.credit_sources:type_name -> ordo.bank.v1.Account.CreditSourcesEntry
+	0,  // 3: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
+	0,  // 4: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
+	2,  // 5: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
+	3,  // 6: ordo.bank.v1.AccountService.Deposit:input_type -> ordo.bank.v1.Deposit
+	4,  // 7: ordo.bank.v1.AccountService.Withdraw:input_type -> ordo.bank.v1.Withdraw
+	5,  // 8: ordo.bank.v1.AccountService.GetBalance:input_type -> ordo.bank.v1.GetBalance
+	9,  // 9: ordo.bank.v1.AccountService.CheckOpen:input_type -> ordo.bank.v1.CheckOpen
+	7,  // 10: ordo.bank.v1.AccountService.Debit:input_type -> ordo.bank.v1.Debit
+	8,  // 11: ordo.bank.v1.AccountService.Credit:input_type -> ordo.bank.v1.Credit
+	10, // 12: ordo.bank.v1.AccountService.Forget:input_type -> ordo.bank.v1.Forget
+	25, // 13: ordo.bank.v1.AccountService.SettleHeld:input_type -> ordo.bank.v1.SettleHeld
+	12, // 14: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
+	13, // 15: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
+	14, // 16: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
+	26, // 17: ordo.bank.v1.TransferService.Settle:input_type -> ordo.bank.v1.Settle
+	15, // 18: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
+	16, // 19: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
+	6,  // 20: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
+	6,  // 21: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
+	6,  // 22: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
+	6,  // 23: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
+	6,  // 24: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
+	6,  // 25: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
+	6,  // 26: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
+	6,  // 27: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
+	6,  // 28: ordo.bank.v1.AccountService.SettleHeld:output_type -> ordo.bank.v1.Balance
+	17, // 29: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // 30: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // 31: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
+	17, // 32: ordo.bank.v1.TransferService.Settle:output_type -> ordo.bank.v1.TransferState
+	17, // 33: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
+	17, // 34: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
+	20, // [20:35] is the sub-list for method output_type
+	5,  // [5:20] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_proto_bankpb_bank_proto_init() }
@@ -1582,7 +1707,7 @@ func file_proto_bankpb_bank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_bankpb_bank_proto_rawDesc), len(file_proto_bankpb_bank_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -79,6 +79,12 @@ func (c AccountServiceClient) Forget(ctx context.Context, id string, req *Forget
 	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
 }
 
+// SettleHeld asks the sagas of the transfers the account still holds to
+// finish with it: the account's reminder while it holds any.
+func (c AccountServiceClient) SettleHeld(ctx context.Context, id string, req *SettleHeld, opts ...actors.CallOption) (*Balance, error) {
+	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
+}
+
 // AccountServiceServer is implemented by the handlers of an entity of kind
 // "account" whose state is S: each method handles the requests of its type, on
 // the entity's goroutine, one request at a time, with the entity's state in
@@ -129,6 +135,14 @@ type AccountServiceServer[S proto.Message] interface {
 	// its requests; an external client's are refused with
 	// actors.ErrPermissionDenied.
 	Forget(c *actors.Context[S], req *Forget) (*Balance, error)
+
+	// SettleHeld asks the sagas of the transfers the account still holds to
+	// finish with it: the account's reminder while it holds any.
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	SettleHeld(c *actors.Context[S], req *SettleHeld) (*Balance, error)
 }
 
 // AccountServiceHandlers returns the methods of srv as the handler options of a
@@ -146,7 +160,8 @@ func AccountServiceHandlers[S proto.Message](srv AccountServiceServer[S]) []acto
 		actors.On[S, *Debit, *Balance](srv.Debit),
 		actors.On[S, *Credit, *Balance](srv.Credit),
 		actors.On[S, *Forget, *Balance](srv.Forget),
-		actors.Internal[S](new(Debit), new(Credit), new(Forget)),
+		actors.On[S, *SettleHeld, *Balance](srv.SettleHeld),
+		actors.Internal[S](new(Debit), new(Credit), new(Forget), new(SettleHeld)),
 	}
 }
 
@@ -236,6 +251,12 @@ func (AccountServiceRequester[S]) Forget(c *actors.Context[S], id string, req *F
 	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
 }
 
+// SettleHeld sends req to entity id and later runs then with the reply or the
+// error.
+func (AccountServiceRequester[S]) SettleHeld(c *actors.Context[S], id string, req *SettleHeld, requestID string, then func(c *actors.Context[S], reply *Balance, err error)) {
+	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
+}
+
 // TransferServiceKindName is the name of the entity kind TransferService
 // describes.
 const TransferServiceKindName = "transfer"
@@ -275,6 +296,12 @@ func (c TransferServiceClient) GetTransfer(ctx context.Context, id string, req *
 // RetryStep re-drives the saga from its status: the saga sends it to
 // itself, through a timer, after a step failed for a retryable reason.
 func (c TransferServiceClient) RetryStep(ctx context.Context, id string, req *RetryStep, opts ...actors.CallOption) (*TransferState, error) {
+	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
+}
+
+// Settle asks a finished transfer to tell its accounts to forget it
+// again (an account that still holds it sends it).
+func (c TransferServiceClient) Settle(ctx context.Context, id string, req *Settle, opts ...actors.CallOption) (*TransferState, error) {
 	return actors.Call[*TransferState](ctx, c.inv, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, opts...)
 }
 
@@ -322,6 +349,14 @@ type TransferServiceServer[S proto.Message] interface {
 	// refused with actors.ErrPermissionDenied.
 	RetryStep(c *actors.Context[S], req *RetryStep) (*TransferState, error)
 
+	// Settle asks a finished transfer to tell its accounts to forget it
+	// again (an account that still holds it sends it).
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	Settle(c *actors.Context[S], req *Settle) (*TransferState, error)
+
 	// ScheduleTransfer records a transfer to start at a given time (a
 	// durable reminder) and answers at once, with status SCHEDULED.
 	//
@@ -347,9 +382,10 @@ func TransferServiceHandlers[S proto.Message](srv TransferServiceServer[S]) []ac
 		actors.On[S, *SubmitTransfer, *TransferState](srv.SubmitTransfer),
 		actors.OnRead[S, *GetTransfer, *TransferState](srv.GetTransfer),
 		actors.On[S, *RetryStep, *TransferState](srv.RetryStep),
+		actors.On[S, *Settle, *TransferState](srv.Settle),
 		actors.On[S, *ScheduleTransfer, *TransferState](srv.ScheduleTransfer),
 		actors.On[S, *StartTransfer, *TransferState](srv.StartTransfer),
-		actors.Internal[S](new(RetryStep), new(StartTransfer)),
+		actors.Internal[S](new(RetryStep), new(Settle), new(StartTransfer)),
 	}
 }
 
@@ -407,6 +443,12 @@ func (TransferServiceRequester[S]) GetTransfer(c *actors.Context[S], id string, 
 // RetryStep sends req to entity id and later runs then with the reply or the
 // error.
 func (TransferServiceRequester[S]) RetryStep(c *actors.Context[S], id string, req *RetryStep, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
+	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
+}
+
+// Settle sends req to entity id and later runs then with the reply or the
+// error.
+func (TransferServiceRequester[S]) Settle(c *actors.Context[S], id string, req *Settle, requestID string, then func(c *actors.Context[S], reply *TransferState, err error)) {
 	actors.Request[S, *TransferState](c, actors.Ref{Kind: TransferServiceKindName, ID: id}, req, requestID, then)
 }
 

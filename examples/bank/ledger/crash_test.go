@@ -135,7 +135,7 @@ func crashAt(t *testing.T, at int64, f fault) {
 			return err
 		}
 		for _, id := range []string{"a", "b"} {
-			acct := storedAccount(t, st.Store, id)
+			acct := storedAccount(t, h, id)
 			if len(acct.Debits)+len(acct.Credits) != 0 {
 				return fmt.Errorf("account %s still holds %v %v", id, acct.Debits, acct.Credits)
 			}
@@ -218,18 +218,11 @@ func balanceVia(t *testing.T, ctx context.Context, inv actors.Invoker, id string
 	return b.Amount
 }
 
-func storedAccount(t *testing.T, st *memory.Store, id string) *bankpb.Account {
+func storedAccount(t *testing.T, h *actors.Host, id string) *bankpb.Account {
 	t.Helper()
-	rec, err := st.Load(context.Background(), "account", id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return new(bankpb.Account)
-	}
+	rec, err := h.LoadRecord(context.Background(), ledger.AccountRef(id))
 	require.NoError(t, err)
-	var er ordopb.EntityRecord
-	require.NoError(t, proto.Unmarshal(rec.Data, &er))
-	var a bankpb.Account
-	require.NoError(t, proto.Unmarshal(er.State, &a))
-	return &a
+	return rec.State.(*bankpb.Account)
 }
 
 // A rejection is answered only once it is durable: were it answered
@@ -279,4 +272,74 @@ func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 	} else {
 		require.EqualValues(t, 200, b)
 	}
+}
+
+// A transfer whose node crashes just as its outcome is durable, before it
+// told its accounts to forget it and before its client got the answer, is
+// not run again by anything when its client does not ask again. Its
+// accounts' settle reminders activate it, and it tells them to forget it.
+func TestLostForgetIsSettled(t *testing.T) {
+	st := &outcomeCrashStore{Store: memory.New()}
+	h, reown := reowningHost(t, st, nil)
+	crashed := make(chan struct{})
+	st.crash = func() {
+		h.Pause() // nothing runs after this acknowledgement until the crash
+		go func() {
+			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
+			reown() // the node is back, under new epochs
+			h.Resume()
+			close(crashed)
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, a := range []struct {
+		id      string
+		initial int64
+	}{{"a", 100}, {"b", 0}} {
+		_, err := bankpb.NewAccountServiceClient(h).Open(ctx, a.id, &bankpb.Open{Initial: a.initial})
+		require.NoError(t, err)
+	}
+	// The client's one attempt: its answer may die with the crash, and it
+	// does not ask again.
+	_, _ = ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 30)
+	<-crashed
+	require.Len(t, storedAccount(t, h, "b").Credits, 1, "the destination holds the transfer after the crash")
+
+	// Nobody asks about the transfer: the reminders settle it.
+	testutil.Eventually(t, 40*time.Second, 20*time.Millisecond, func() error {
+		for _, id := range []string{"a", "b"} {
+			acct := storedAccount(t, h, id)
+			if len(acct.Debits)+len(acct.Credits) != 0 {
+				return fmt.Errorf("account %s still holds %v %v", id, acct.Debits, acct.Credits)
+			}
+		}
+		return nil
+	})
+	require.EqualValues(t, 70, balance(t, h, "a"))
+	require.EqualValues(t, 30, balance(t, h, "b"))
+}
+
+// outcomeCrashStore calls crash once, after the Save that makes a
+// transfer's completion durable returns.
+type outcomeCrashStore struct {
+	*memory.Store
+	once  sync.Once
+	crash func()
+}
+
+func (s *outcomeCrashStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	out, err := s.Store.Save(ctx, recs)
+	for _, r := range recs {
+		if r.Kind != ledger.Transfer.Name() {
+			continue
+		}
+		var er ordopb.EntityRecord
+		var tr bankpb.Transfer
+		if proto.Unmarshal(r.Data, &er) == nil && proto.Unmarshal(er.State, &tr) == nil &&
+			tr.Status == bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED {
+			s.once.Do(s.crash)
+		}
+	}
+	return out, err
 }

@@ -26,6 +26,8 @@ package ledger
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/bankpb"
@@ -81,6 +83,12 @@ func ApplyAccount(a *bankpb.Account, ev proto.Message) error {
 			a.Credits = make(map[string]int64)
 		}
 		a.Credits[ev.TransferId] = ev.Amount
+		if ev.Source != "" {
+			if a.CreditSources == nil {
+				a.CreditSources = make(map[string]string)
+			}
+			a.CreditSources[ev.TransferId] = ev.Source
+		}
 	case *bankpb.Refunded:
 		a.Balance += ev.Amount
 		if a.Credits == nil {
@@ -90,6 +98,7 @@ func ApplyAccount(a *bankpb.Account, ev proto.Message) error {
 	case *bankpb.Forgotten:
 		delete(a.Debits, ev.TransferId)
 		delete(a.Credits, ev.TransferId)
+		delete(a.CreditSources, ev.TransferId)
 	default:
 		return fmt.Errorf("ledger: unexpected account event %T", ev)
 	}
@@ -155,6 +164,7 @@ func (accounts) Debit(c *accountCtx, m *bankpb.Debit) (*bankpb.Balance, error) {
 		return nil, actors.HandlerError(CodeInsufficientFunds, "balance %d < %d", c.State.Balance, m.Amount)
 	}
 	c.Emit(&bankpb.Debited{TransferId: m.TransferId, Amount: m.Amount})
+	holding(c)
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
@@ -168,8 +178,9 @@ func (accounts) Credit(c *accountCtx, m *bankpb.Credit) (*bankpb.Balance, error)
 	if m.RefundOf != "" {
 		c.Emit(&bankpb.Refunded{TransferId: m.RefundOf, Amount: m.Amount, RefundId: m.TransferId})
 	} else {
-		c.Emit(&bankpb.Credited{TransferId: m.TransferId, Amount: m.Amount})
+		c.Emit(&bankpb.Credited{TransferId: m.TransferId, Amount: m.Amount, Source: m.Source})
 	}
+	holding(c)
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
@@ -178,6 +189,58 @@ func (accounts) Forget(c *accountCtx, m *bankpb.Forget) (*bankpb.Balance, error)
 	_, credited := c.State.Credits[m.TransferId]
 	if debited || credited {
 		c.Emit(&bankpb.Forgotten{TransferId: m.TransferId})
+	}
+	if len(c.State.Debits) == 0 && len(c.State.Credits) == 0 {
+		c.CancelReminder(settleReminder)
+	}
+	return &bankpb.Balance{Amount: c.State.Balance}, nil
+}
+
+// An account that holds transfers (debits, credits) keeps a periodic
+// reminder, settleReminder, that asks their sagas to settle every
+// settleEvery: a saga tells its accounts to forget a transfer once it has
+// finished, but the node running it can lose the saga's shard just then
+// (a pause, a partition), and the new owner does not run the saga again
+// unless something activates it. The reminder is that something: without
+// it the account would hold the transfer for good. It is set with the
+// first held transfer and cancelled with the last, in the same writes.
+const (
+	settleReminder = "settle"
+	settleEvery    = 10 * time.Second
+)
+
+// holding makes sure the account's settle reminder is set.
+func holding(c *accountCtx) {
+	if _, _, ok := c.Reminder(settleReminder); ok {
+		return
+	}
+	// SetReminder fails only on a store without a reminder index (every
+	// store of ordo's has one) or a misdeclared kind: the account still
+	// works, and a lost Forget is re-sent when its saga next activates.
+	_ = c.SetReminder(settleReminder, time.Now().Add(settleEvery), settleEvery, &bankpb.SettleHeld{})
+}
+
+// SettleHeld asks the saga of every transfer the account holds to settle
+// (bankpb.Settle): a finished one tells its accounts to forget it again, a
+// running one goes on (the message activates it if it was not active).
+func (accounts) SettleHeld(c *accountCtx, _ *bankpb.SettleHeld) (*bankpb.Balance, error) {
+	if len(c.State.Debits) == 0 && len(c.State.Credits) == 0 {
+		c.CancelReminder(settleReminder)
+		return &bankpb.Balance{Amount: c.State.Balance}, nil
+	}
+	self := c.Ref().ID
+	settle := func(source, id string) {
+		c.Send(TransferRef(source, id), &bankpb.Settle{}, c.RequestID()+"/"+id)
+	}
+	for id := range c.State.Debits {
+		settle(self, id)
+	}
+	for id := range c.State.Credits {
+		if tid, refund := strings.CutSuffix(id, refundSuffix); refund {
+			settle(self, tid) // a refund is credited to the transfer's source
+		} else if src := c.State.CreditSources[id]; src != "" {
+			settle(src, id)
+		}
 	}
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }

@@ -159,7 +159,7 @@ func step(c *transferCtx) {
 		forget(c)
 	case compensating:
 		id := transferID(c)
-		toAccount.Credit(c, c.State.From, &bankpb.Credit{TransferId: id + ":refund", Amount: c.State.Amount, RefundOf: id},
+		toAccount.Credit(c, c.State.From, &bankpb.Credit{TransferId: id + refundSuffix, Amount: c.State.Amount, RefundOf: id, Source: c.State.From},
 			id+":refund", afterRefund)
 	}
 }
@@ -190,7 +190,7 @@ func debit(c *transferCtx) {
 
 func credit(c *transferCtx) {
 	id := transferID(c)
-	toAccount.Credit(c, c.State.To, &bankpb.Credit{TransferId: id, Amount: c.State.Amount}, id+":credit", afterCredit)
+	toAccount.Credit(c, c.State.To, &bankpb.Credit{TransferId: id, Amount: c.State.Amount, Source: c.State.From}, id+":credit", afterCredit)
 }
 
 func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
@@ -231,6 +231,23 @@ func retryLater(c *transferCtx, err error) {
 		// The kind handles RetryStep and a saga sets one timer: a bug.
 		panic(fmt.Sprintf("ledger: transfer %s: %v (after %v)", c.Ref().ID, terr, err))
 	}
+}
+
+// refundSuffix ends the ID under which a refund is credited to the source.
+const refundSuffix = ":refund"
+
+// Settle tells the accounts of a finished transfer to forget it again: an
+// account that still holds the transfer asks (see SettleHeld). A transfer
+// still running goes on; this message activated it if it was not active,
+// and activation re-drives its step.
+func (transfers) Settle(c *transferCtx, _ *bankpb.Settle) (*bankpb.TransferState, error) {
+	if c.State.Status == unspecified {
+		return nil, actors.HandlerError(CodeUnknownTransfer, "transfer %s was never submitted", c.Ref().ID)
+	}
+	if c.State.Status == completed || c.State.Status == compensated {
+		forget(c)
+	}
+	return state(c.State), nil
 }
 
 // RetryStep re-drives the saga from its durable status (see retryLater).
@@ -297,7 +314,7 @@ func forget(c *transferCtx) {
 	forgetOne(c, c.State.From, id, id+":forget-from")
 	forgetOne(c, c.State.To, id, id+":forget-to")
 	if c.State.Status == compensated {
-		forgetOne(c, c.State.From, id+":refund", id+":forget-refund")
+		forgetOne(c, c.State.From, id+refundSuffix, id+":forget-refund")
 	}
 }
 

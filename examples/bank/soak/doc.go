@@ -69,7 +69,8 @@
 // the dedup entries, and the active entities in excess of the accounts and
 // of the transfers submitted within the last 1.125 idle timeouts (an entity
 // passivates between one and 1.25 idle timeouts after its last message),
-// whose growth may not exceed 20% of the active entities nor 200. The
+// whose growth may not exceed 20% of the active entities nor 200, unless
+// it ends within that limit (entities a fault took coming back). The
 // total itself follows the load's throughput and is not judged.
 //
 // Series that follow the transfer records, which the bank keeps (one per

@@ -310,3 +310,33 @@ func TestParseFlags(t *testing.T) {
 		t.Error("a window of two samples accepted")
 	}
 }
+
+// Active entities that a fault took away (below what the load explains)
+// and that come back within the window rise without being a leak: the
+// excess ends within its limit.
+func TestBuildExcessRecoveringFromAFault(t *testing.T) {
+	cfg, crep, s, calls := fakeRun(t, 0, 0, 0)
+	k := seriesKey{seriesActive, "n1"}
+	for i, p := range s.points[k] {
+		if p.At >= 120 {
+			// 600 fewer than expected at 120 s, back to 100 fewer by 240 s.
+			s.points[k][i].V -= 600 - 500*(p.At-120)/120
+		}
+	}
+	rep := build(cfg, crep, s, nil, calls)
+	if !rep.OK {
+		t.Fatalf("a recovery failed the soak: %v", rep.Failures)
+	}
+	var excess *Series
+	for i := range rep.Series {
+		if rep.Series[i].Name == seriesActiveExcess {
+			excess = &rep.Series[i]
+		}
+	}
+	if excess == nil || excess.Fit == nil || excess.Fit.Growth <= excess.Fit.Limit {
+		t.Fatalf("the excess does not rise past its limit: %+v", excess)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "a recovery, not a leak") {
+		t.Fatalf("no note on the recovery: %v", rep.Notes)
+	}
+}

@@ -67,7 +67,7 @@ func TestLateMessageFromFormerOwnerIsRefused(t *testing.T) {
 	cfg.Shards = 4
 	cfg.DedupWindow = 2
 	src := ref("src")
-	dst := ref("")
+	var dst actors.Ref
 	for i := 0; ; i++ {
 		dst = ref(fmt.Sprint("dst", i))
 		if actors.ShardOf(dst, cfg.Shards) != actors.ShardOf(src, cfg.Shards) {

@@ -156,7 +156,7 @@ func named(spans tracetest.SpanStubs, name string) []tracetest.SpanStub {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

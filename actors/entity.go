@@ -361,9 +361,7 @@ func (e *entity) handleInvoke(c *call) {
 		}
 	}
 	if have, stale := e.staleSender(c); stale {
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_FENCED,
-			"message from %s sent at epoch %d of shard %d, which %s has accepted messages from at epoch %d: its sender's shard moved on; nothing applied",
-			c.caller.Entity, c.fence.GetEpoch(), c.fence.GetShard(), e.ref, have)))
+		e.refuseStale(c, have)
 		return
 	}
 	id := env.GetRequestId()

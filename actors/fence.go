@@ -126,3 +126,14 @@ func (e *entity) acceptSender(c *call) {
 		}
 	}
 }
+
+// refuseStale answers c, a message from a superseded owner of its sender's
+// shard, with ErrFenced. Kept out of handleInvoke: its formatting would
+// grow that function's frame, which every message's goroutine pays for.
+//
+//go:noinline
+func (e *entity) refuseStale(c *call, have int64) {
+	e.h.finish(c, errReply(c.env, errf(ordopb.Code_CODE_FENCED,
+		"message from %s sent at epoch %d of shard %d, which %s has accepted messages from at epoch %d: its sender's shard moved on; nothing applied",
+		c.caller.Entity, c.fence.GetEpoch(), c.fence.GetShard(), e.ref, have)))
+}

@@ -240,6 +240,15 @@ type BatchStats struct {
 	// Encodes is the number of records encoded: one per record a Save
 	// carries, however many writes of the entity it covers.
 	Encodes uint64
+	// Canceled is the number of writes withdrawn unsent: their entity
+	// restarted, their shard was dropped, or they were made after that.
+	Canceled uint64
+}
+
+func (b *batcher) countCanceled(n int) {
+	b.statsMu.Lock()
+	b.stats.Canceled += uint64(n)
+	b.statsMu.Unlock()
 }
 
 // batcher is the per-host group committer. One goroutine owns the queue.
@@ -412,6 +421,9 @@ func (b *batcher) run(parent context.Context) {
 					for _, d := range p.done {
 						d(err)
 					}
+					if err == errWriteCanceled {
+						b.countCanceled(len(p.done))
+					}
 				}
 				continue
 			}
@@ -454,6 +466,7 @@ func (b *batcher) run(parent context.Context) {
 				for _, d := range p.done {
 					d(errWriteCanceled)
 				}
+				b.countCanceled(len(p.done))
 				continue
 			}
 			if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil {
@@ -644,6 +657,14 @@ func (b *batcher) run(parent context.Context) {
 			b.statsMu.Lock()
 			b.stats.Writes++
 			b.statsMu.Unlock()
+			if w.en != nil && w.en.shard.ended.Load() {
+				// Made by an entity of an ownership that has ended, after
+				// its shard's writes were canceled: it would be fenced, or
+				// wait forever for a co-located write canceled with them.
+				w.done(errWriteCanceled)
+				b.countCanceled(1)
+				continue
+			}
 			ref := w.ref
 			if p, ok := poisoned[ref]; ok {
 				if p.epoch == w.epoch {

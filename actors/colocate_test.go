@@ -269,3 +269,106 @@ func (s *orderStore) storedValue(id string) (int64, error) {
 	}
 	return c.Value, nil
 }
+
+// A co-located message sent by an entity of an ownership that has ended
+// never reaches the shard's next ownership: the receiver would write after
+// a sender's write that can never become durable (fenced by the new
+// epoch), and wait for it forever. Here the sender's handler is still
+// running when its shard is dropped and owned again at a higher epoch; the
+// message it sends afterwards is refused, and the receiver, in the new
+// ownership, keeps answering.
+func TestColocatedMessageOfEndedOwnershipIsRefused(t *testing.T) {
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var sendErr atomic.Pointer[error]
+	blocker := actors.MustKind("blocker", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxC, m *testpb.Forward) (*testpb.Value, error) {
+			close(entered)
+			<-gate
+			to := actors.Ref{Kind: "counter", ID: m.To}
+			actors.Request(c, to, &testpb.Add{Delta: m.Delta}, m.RequestId,
+				func(c *ctxC, v *testpb.Value, err error) {
+					if err != nil {
+						sendErr.Store(&err)
+					}
+				})
+			c.State.Value++
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+	)
+	st := memory.New()
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 4
+	host := startHost(t, cfg, st, newCounterKind(&guard{}, &counters{}), blocker)
+	ownAll(t, host, cfg.Shards)
+	ctx := testCtx(t)
+	rcv := actors.Ref{Kind: "counter", ID: "rcv"}
+	_, err := actors.Call[*testpb.Value](ctx, host, rcv, &testpb.Add{Delta: 1})
+	require.NoError(t, err)
+	sender, err := actors.Colocated("blocker", rcv, "snd")
+	require.NoError(t, err)
+	shard := actors.ShardOf(rcv, cfg.Shards)
+
+	go func() {
+		_, _ = actors.Call[*testpb.Value](ctx, host, sender, &testpb.Forward{To: "rcv", Delta: 5, RequestId: "fwd"})
+	}()
+	<-entered
+	host.Drop(shard, actors.ErrNotHere)
+	require.NoError(t, host.Own(shard, 2))
+	close(gate)
+
+	// The receiver answers in the new ownership, and never applied the
+	// message of the old one.
+	for i := 0; i < 3; i++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := actors.Call[*testpb.Value](cctx, host, rcv, &testpb.Add{Delta: 1})
+		cancel()
+		require.NoError(t, err, "call %d to the receiver", i)
+		require.EqualValues(t, 2+i, v.Value)
+	}
+	got, err := st.Load(ctx, "counter", "rcv")
+	require.NoError(t, err)
+	require.NotEmpty(t, got.Data)
+}
+
+// A write an entity makes after its shard was dropped (its handler was
+// running meanwhile) is withdrawn, never sent: even where the store's
+// fence still has the dropped epoch, nothing of an ended ownership lands.
+func TestWriteAfterDropIsWithdrawn(t *testing.T) {
+	entered, gate := make(chan struct{}), make(chan struct{})
+	slow := actors.MustKind("slow", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxC, m *testpb.Add) (*testpb.Value, error) {
+			close(entered)
+			<-gate
+			c.State.Value += m.Delta
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+	)
+	st := memory.New()
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 2
+	host := startHost(t, cfg, st, slow)
+	ownAll(t, host, cfg.Shards)
+	ctx := testCtx(t)
+	target := actors.Ref{Kind: "slow", ID: "s"}
+	replied := make(chan error, 1)
+	go func() {
+		_, err := actors.Call[*testpb.Value](ctx, host, target, &testpb.Add{Delta: 7})
+		replied <- err
+	}()
+	<-entered
+	before := host.Stats().Batch
+	host.Drop(actors.ShardOf(target, cfg.Shards), actors.ErrNotHere)
+	close(gate)
+	require.Error(t, <-replied) // the shard was dropped with the call
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if host.Stats().Batch.Canceled == before.Canceled {
+			return errPending
+		}
+		return nil
+	})
+	after := host.Stats().Batch
+	require.Equal(t, before.Writes+1, after.Writes)
+	require.Equal(t, before.Saves, after.Saves, "a Save of the dropped ownership")
+	_, err := st.Load(ctx, "slow", "s")
+	require.ErrorIs(t, err, persistence.ErrNotFound)
+}

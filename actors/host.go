@@ -104,6 +104,11 @@ type shardState struct {
 	cancel   context.CancelCauseFunc
 	draining bool
 	dropped  bool
+	// ended is set with dropped, before the batcher is told to cancel the
+	// shard's writes: a write submitted after that is refused at once
+	// (batcher.run), so none waits in the queue for a co-located
+	// dependency that can no longer become durable.
+	ended    atomic.Bool
 	calls    map[*call]struct{}
 	idle     chan struct{} // closed once draining with no calls left
 	entities map[Ref]*entry
@@ -492,6 +497,7 @@ func (h *Host) dropState(sh *shardState, reason error) {
 		return
 	}
 	sh.dropped = true
+	sh.ended.Store(true)
 	sh.cancel(reason)
 	if h.shards[sh.id] == sh {
 		delete(h.shards, sh.id)
@@ -648,6 +654,15 @@ func (h *Host) enqueue(c *call, ref Ref, kind Kind, now int64) {
 	if !ok || sh.draining {
 		h.mu.Unlock()
 		reply(errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "shard %d of %s", shard, ref)))
+		return
+	}
+	if c.after != nil && c.after.en.shard != sh {
+		// A co-located message whose sender's write is not yet durable
+		// goes only to the ownership that write belongs to: the sender's
+		// ownership has ended, its write will never be durable under this
+		// one, and a receiver here would wait for it forever.
+		h.mu.Unlock()
+		reply(errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "shard %d: the sender's ownership (epoch %d) has ended", shard, c.after.en.shard.epoch)))
 		return
 	}
 	en := sh.entities[ref]

@@ -85,6 +85,7 @@ type Host struct {
 	// mu just before each Spawn (which calls the producer synchronously),
 	// so that no entity needs Props of its own.
 	props    *actor.Props
+	pool     *pool // runs the entities' mailboxes (dispatch.go)
 	spawning *entity
 
 	// paused, when non-nil, is a channel entities wait on before handling
@@ -288,8 +289,9 @@ func (h *Host) Start(ctx context.Context) error {
 		)
 		// A lock-free mailbox allocates no ring buffer up front: an idle
 		// entity costs less memory.
+		h.pool = newPool()
 		h.props = actor.PropsFromProducer(func() actor.Actor { return h.spawning },
-			actor.WithMailbox(actor.UnboundedLockfree()))
+			actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(h.pool))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg)
 		h.loader = newLoader(h.ctx, h.store, h.raw, h.cfg.StoreTimeout)
@@ -338,6 +340,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 			h.bg.Wait()
 			h.batcher.close()
 			h.system.Shutdown()
+			h.pool.close()
 		}
 		close(h.stopped)
 	})

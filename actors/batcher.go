@@ -370,427 +370,510 @@ func (b *batcher) close() {
 	<-b.done
 }
 
+// run is the batcher's goroutine: it owns the queue until stop.
 func (b *batcher) run(parent context.Context) {
 	defer close(b.done)
-	queue := make(map[Ref]*pending)
-	var order []Ref // FIFO of queued entities
-	bytes := 0
-	inflight := make(map[int][]*pending) // by batch ID
-	nextBatch := 0
-	inflightSet := make(map[Ref]bool)
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	q := newQueue(b, ctx)
+	defer q.stopTimers()
+	for {
+		q.flushReady()
+		select {
+		case <-q.lingerC:
+			q.lingerC = nil
+			q.stalled = false
+		case op := <-b.in:
+			q.take(op)
+		case <-q.timerC:
+			q.timerC = nil
+		case res := <-q.results:
+			q.settle(res)
+		case <-b.stop:
+			q.shutdown()
+			return
+		}
+	}
+}
+
+// queue is the state of the batcher's goroutine: the writes waiting to be
+// sent, the Saves in flight, and what waits for them. Only run's
+// goroutine uses it.
+type queue struct {
+	b   *batcher
+	ctx context.Context // ends when run returns: the Saves' parent
+
+	queued map[Ref]*pending // the oldest unsent pending of each entity
+	order  []Ref            // FIFO of queued entities
+	bytes  int              // bytes of every queued pending
+
+	inflight  map[int][]*pending // Saves in flight, by batch ID
+	nextBatch int
+	sending   map[Ref]bool // entities with a write in flight
+	results   chan saveResult
+
 	// stalled: every queued write belongs to an entity with a write in
-	// flight (it must wait for it); no Save until something changes.
-	stalled := false
-	var waiting []cancelReq // cancels waiting for the in-flight Save
+	// flight, or waits for a co-located write (it must wait for it); no
+	// Save until something changes.
+	stalled bool
+	waiting []cancelReq // cancels waiting for an in-flight Save
 	// poisoned holds entities whose last write failed: their later writes
 	// fail at once (they build on the failed one) until the entity restarts
 	// (cancelEntity) or its shard is dropped (cancelShard).
-	poisoned := make(map[Ref]poison)
-	results := make(chan saveResult, b.maxInFlight)
-	var timer *time.Timer
-	var timerC <-chan time.Time
-	var firstQueued time.Time
-	var lingerT *time.Timer
-	var lingerC <-chan time.Time
-	// joined counts a co-located write that arrived for (or a report of
-	// none from) the receiver of a message that depends on dep.
-	joined := func(dep writeDep) {
-		for p := queue[dep.en.ref]; p != nil && p.w.en == dep.en; p = p.next {
-			if p.expect > 0 {
-				p.expect--
-				return
-			}
-		}
-	}
-	ctx, cancelCtx := context.WithCancel(parent)
-	defer cancelCtx()
-	defer func() {
-		if lingerT != nil {
-			lingerT.Stop()
-		}
-	}()
+	poisoned map[Ref]poison
 
-	failQueued := func(match func(*pending) bool, err error) {
-		kept := order[:0]
-		for _, ref := range order {
-			p := queue[ref]
-			if match(p) {
-				delete(queue, ref)
-				for ; p != nil; p = p.next {
-					bytes -= p.w.size
-					for _, d := range p.done {
-						d(err)
-					}
-					if err == errWriteCanceled {
-						b.countCanceled(len(p.done))
-					}
-				}
-				continue
-			}
-			kept = append(kept, ref)
-		}
-		order = kept
+	firstQueued time.Time // when the oldest queued write arrived
+	timer       *time.Timer
+	timerC      <-chan time.Time // BatchMaxDelay after firstQueued
+	lingerT     *time.Timer
+	lingerC     <-chan time.Time // a write waiting for co-located writes may go
+}
+
+func newQueue(b *batcher, ctx context.Context) *queue {
+	return &queue{b: b, ctx: ctx,
+		queued:   make(map[Ref]*pending),
+		inflight: make(map[int][]*pending),
+		sending:  make(map[Ref]bool),
+		results:  make(chan saveResult, b.maxInFlight),
+		poisoned: make(map[Ref]poison),
 	}
-	matches := func(r cancelReq, p *pending) bool {
-		if p.w.epoch != r.epoch {
-			return false
-		}
-		if r.all {
-			return p.w.shard == r.shard
-		}
-		return p.w.ref == r.ref
+}
+
+func (q *queue) stopTimers() {
+	if q.timer != nil {
+		q.timer.Stop()
 	}
-	inFlightMatch := func(r cancelReq) bool {
-		for _, batch := range inflight {
-			for _, p := range batch {
-				if matches(r, p) {
-					return true
-				}
-			}
+	if q.lingerT != nil {
+		q.lingerT.Stop()
+	}
+}
+
+// take handles one input: a co-located receiver's report, a cancel, or a
+// write.
+func (q *queue) take(op batchOp) {
+	switch {
+	case op.dep != nil:
+		q.joined(*op.dep)
+		q.stalled = false
+	case op.cancel != nil:
+		q.cancel(*op.cancel)
+	default:
+		q.stalled = false
+		q.add(op.w)
+	}
+}
+
+// joined counts a co-located write that arrived for (or a report of none
+// from) the receiver of a message that depends on dep.
+func (q *queue) joined(dep writeDep) {
+	for p := q.queued[dep.en.ref]; p != nil && p.w.en == dep.en; p = p.next {
+		if p.expect > 0 {
+			p.expect--
+			return
 		}
+	}
+}
+
+// cancel withdraws the queued writes r matches, and acknowledges r once
+// none of them is in flight.
+func (q *queue) cancel(r cancelReq) {
+	q.failQueued(func(p *pending) bool { return r.matches(p) }, errWriteCanceled)
+	for ref, p := range q.poisoned {
+		if p.epoch == r.epoch && (r.all && p.shard == r.shard || !r.all && ref == r.ref) {
+			delete(q.poisoned, ref)
+		}
+	}
+	if q.inFlight(r) {
+		q.waiting = append(q.waiting, r)
+	} else {
+		close(r.ack)
+	}
+}
+
+// matches reports whether r withdraws p.
+func (r *cancelReq) matches(p *pending) bool {
+	if p.w.epoch != r.epoch {
 		return false
 	}
-	// requeue puts back the writes of a group the store refused as too
-	// large, each to go in a group of at most limit records of its shard.
-	// A newer queued write of the same entity takes the place of one (it
-	// covers it), unless it has events: then the newer one is saved after
-	// it; one a cancel waits for is withdrawn.
-	requeue := func(ps []*pending, limit int) {
-		var front []Ref
-		for _, p := range ps {
-			ref := p.w.ref
-			p.expect, p.limit = 0, limit
-			q, queued := queue[ref]
-			if slices.ContainsFunc(waiting, func(r cancelReq) bool { return matches(r, p) }) ||
-				queued && q.w.epoch != p.w.epoch {
-				for _, d := range p.done {
-					d(errWriteCanceled)
-				}
-				b.countCanceled(len(p.done))
-				continue
-			}
-			if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil {
-				q.after = append(p.after, q.after...)
-				q.done = append(p.done, q.done...)
-				q.w.prevDue = p.w.prevDue // p was never written
-				if q.limit == 0 || limit < q.limit {
-					q.limit = limit
-				}
-				continue
-			}
-			bytes += p.w.size
-			if queued {
-				p.next = q // still in order
-				queue[ref] = p
-				continue
-			}
-			queue[ref] = p
-			front = append(front, ref)
-		}
-		if len(order) == 0 {
-			firstQueued = time.Now()
-		}
-		order = append(front, order...)
+	if r.all {
+		return p.w.shard == r.shard
 	}
-	type shardGroup struct {
-		epoch          int64
-		n, limit, evts int
-	}
-	flush := func() bool {
-		n := len(order)
-		if n > b.maxRecords {
-			n = b.maxRecords
-		}
-		size := 0
-		batch := make([]*pending, 0, n)
-		groups := make(map[uint32]shardGroup)
-		var inBatch map[*entry]uint64
-		var rest []Ref
-		i := 0
-		for ; i < len(order) && len(batch) < n; i++ {
-			p := queue[order[i]]
-			// An entity's writes become durable in order: while one is in
-			// flight, the next waits for it.
-			if inflightSet[order[i]] {
-				rest = append(rest, order[i])
-				continue
-			}
-			if len(batch) > 0 && size+p.w.size > b.maxBytes {
-				break
-			}
-			// One epoch per shard in a Save: the outcome is per shard, so a
-			// stale owner's record must never share a batch with the new
-			// owner's records of the same shard.
-			g, ok := groups[p.w.shard]
-			if ok && g.epoch != p.w.epoch {
-				rest = append(rest, order[i])
-				continue
-			}
-			// A shard's group stays within the limits of the writes in it.
-			if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit ||
-				len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {
-				rest = append(rest, order[i])
-				continue
-			}
-			// A write that depends on a co-located entity's write goes with
-			// it or after it, never before: a Save is atomic per shard, and
-			// both are in one shard.
-			if len(p.after) > 0 && !p.ready(inBatch) {
-				rest = append(rest, order[i])
-				continue
-			}
-			// A write whose co-located receivers have not all written yet
-			// waits a little for them, to share the Save.
-			if p.expect > 0 {
-				if now := time.Now(); now.Before(p.linger) {
-					if lingerC == nil {
-						lingerT = time.NewTimer(p.linger.Sub(now))
-						lingerC = lingerT.C
-					}
-					rest = append(rest, order[i])
-					continue
-				}
-				p.expect = 0
-			}
-			g.epoch, g.n, g.evts = p.w.epoch, g.n+1, g.evts+len(p.events)
-			if p.limit > 0 && (g.limit == 0 || p.limit < g.limit) {
-				g.limit = p.limit
-			}
-			groups[p.w.shard] = g
-			size += p.w.size
-			batch = append(batch, p)
-			if inBatch == nil {
-				inBatch = make(map[*entry]uint64)
-			}
-			inBatch[p.w.en] = p.w.seq
-			if p.next != nil {
-				// The entity's next writes wait for this one's outcome.
-				queue[order[i]] = p.next
-				p.next = nil
-				rest = append(rest, order[i])
-			} else {
-				delete(queue, order[i])
-			}
-			inflightSet[order[i]] = true
-		}
-		order = append(rest, order[i:]...)
-		if len(batch) == 0 {
-			return false
-		}
-		bytes -= size
-		recs := make([]persistence.Record, 0, len(batch))
+	return p.w.ref == r.ref
+}
+
+// inFlight reports whether a Save in flight carries a write r matches.
+func (q *queue) inFlight(r cancelReq) bool {
+	for _, batch := range q.inflight {
 		for _, p := range batch {
-			recs = p.records(recs)
+			if r.matches(p) {
+				return true
+			}
 		}
-		id := nextBatch
-		nextBatch++
-		inflight[id] = batch
+	}
+	return false
+}
+
+// add queues w: it joins its entity's queued pending, or starts one.
+func (q *queue) add(w write) {
+	b := q.b
+	b.statsMu.Lock()
+	b.stats.Writes++
+	b.statsMu.Unlock()
+	if w.en != nil && w.en.shard.ended.Load() {
+		// Made by an entity of an ownership that has ended, after its
+		// shard's writes were canceled: it would be fenced, or wait
+		// forever for a co-located write canceled with them.
+		w.done(errWriteCanceled)
+		b.countCanceled(1)
+		return
+	}
+	ref := w.ref
+	if p, ok := q.poisoned[ref]; ok {
+		if p.epoch == w.epoch {
+			w.done(p.err)
+			return
+		}
+		// A new ownership of the entity (another epoch): the old
+		// instance's failure says nothing about it.
+		delete(q.poisoned, ref)
+	}
+	for _, d := range w.after {
+		q.joined(d)
+	}
+	if p, ok := q.queued[ref]; ok && p.w.epoch == w.epoch {
+		before := p.chainSize()
+		p.add(w, b.maxEvents)
+		q.bytes += p.chainSize() - before
+		return
+	} else if ok {
+		q.failQueued(func(o *pending) bool { return o == p }, errWriteCanceled)
+	}
+	if len(q.order) == 0 {
+		q.firstQueued = time.Now()
+	}
+	q.queued[ref] = newPending(w)
+	q.order = append(q.order, ref)
+	q.bytes += w.size
+}
+
+// failQueued fails, with err, every queued pending (and the pendings
+// chained after it) whose entity's oldest pending matches.
+func (q *queue) failQueued(match func(*pending) bool, err error) {
+	kept := q.order[:0]
+	for _, ref := range q.order {
+		p := q.queued[ref]
+		if !match(p) {
+			kept = append(kept, ref)
+			continue
+		}
+		delete(q.queued, ref)
+		for ; p != nil; p = p.next {
+			q.bytes -= p.w.size
+			for _, d := range p.done {
+				d(err)
+			}
+			if err == errWriteCanceled {
+				q.b.countCanceled(len(p.done))
+			}
+		}
+	}
+	q.order = kept
+}
+
+// requeue puts back the writes of a group the store refused as too large,
+// each to go in a group of at most limit records of its shard. A newer
+// queued write of the same entity takes the place of one (it covers it),
+// unless it has events: then the newer one is saved after it; one a cancel
+// waits for is withdrawn.
+func (q *queue) requeue(ps []*pending, limit int) {
+	var front []Ref
+	for _, p := range ps {
+		ref := p.w.ref
+		p.expect, p.limit = 0, limit
+		o, queued := q.queued[ref]
+		if slices.ContainsFunc(q.waiting, func(r cancelReq) bool { return r.matches(p) }) ||
+			queued && o.w.epoch != p.w.epoch {
+			for _, d := range p.done {
+				d(errWriteCanceled)
+			}
+			q.b.countCanceled(len(p.done))
+			continue
+		}
+		if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil {
+			o.after = append(p.after, o.after...)
+			o.done = append(p.done, o.done...)
+			o.w.prevDue = p.w.prevDue // p was never written
+			if o.limit == 0 || limit < o.limit {
+				o.limit = limit
+			}
+			continue
+		}
+		q.bytes += p.w.size
+		if queued {
+			p.next = o // still in order
+			q.queued[ref] = p
+			continue
+		}
+		q.queued[ref] = p
+		front = append(front, ref)
+	}
+	if len(q.order) == 0 {
+		q.firstQueued = time.Now()
+	}
+	q.order = append(front, q.order...)
+}
+
+// ready reports whether a Save should be sent now.
+func (q *queue) ready() bool {
+	b := q.b
+	if len(q.order) == 0 || len(q.inflight) >= b.maxInFlight || q.stalled {
+		return false
+	}
+	return b.maxDelay == 0 || len(q.order) >= b.maxRecords || q.bytes >= b.maxBytes ||
+		time.Since(q.firstQueued) >= b.maxDelay
+}
+
+// flushReady sends Saves while one is due, then arms the delay timer for
+// the writes left.
+func (q *queue) flushReady() {
+	b := q.b
+	for q.ready() {
+		if !q.flush() {
+			q.stalled = true
+		}
+		if q.timer != nil {
+			q.timer.Stop()
+			q.timerC = nil
+		}
+	}
+	if len(q.order) > 0 && len(q.inflight) < b.maxInFlight && !q.stalled && q.timerC == nil && b.maxDelay > 0 {
+		q.timer = time.NewTimer(b.maxDelay - time.Since(q.firstQueued))
+		q.timerC = q.timer.C
+	}
+}
+
+// shardGroup is what a Save being built carries of one shard.
+type shardGroup struct {
+	epoch          int64
+	n, limit, evts int
+}
+
+// flush builds one Save from the queue, oldest entities first, within the
+// batcher's limits, and sends it. It reports whether it sent one.
+func (q *queue) flush() bool {
+	b := q.b
+	n := min(len(q.order), b.maxRecords)
+	size := 0
+	batch := make([]*pending, 0, n)
+	groups := make(map[uint32]shardGroup)
+	var inBatch map[*entry]uint64
+	var rest []Ref
+	i := 0
+	for ; i < len(q.order) && len(batch) < n; i++ {
+		ref := q.order[i]
+		p := q.queued[ref]
+		// An entity's writes become durable in order: while one is in
+		// flight, the next waits for it.
+		if q.sending[ref] {
+			rest = append(rest, ref)
+			continue
+		}
+		if len(batch) > 0 && size+p.w.size > b.maxBytes {
+			break
+		}
+		// One epoch per shard in a Save: the outcome is per shard, so a
+		// stale owner's record must never share a batch with the new
+		// owner's records of the same shard.
+		g, ok := groups[p.w.shard]
+		if ok && g.epoch != p.w.epoch {
+			rest = append(rest, ref)
+			continue
+		}
+		// A shard's group stays within the limits of the writes in it.
+		if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit ||
+			len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {
+			rest = append(rest, ref)
+			continue
+		}
+		// A write that depends on a co-located entity's write goes with
+		// it or after it, never before: a Save is atomic per shard, and
+		// both are in one shard.
+		if len(p.after) > 0 && !p.ready(inBatch) {
+			rest = append(rest, ref)
+			continue
+		}
+		// A write whose co-located receivers have not all written yet
+		// waits a little for them, to share the Save.
+		if p.expect > 0 {
+			if now := time.Now(); now.Before(p.linger) {
+				if q.lingerC == nil {
+					q.lingerT = time.NewTimer(p.linger.Sub(now))
+					q.lingerC = q.lingerT.C
+				}
+				rest = append(rest, ref)
+				continue
+			}
+			p.expect = 0
+		}
+		g.epoch, g.n, g.evts = p.w.epoch, g.n+1, g.evts+len(p.events)
+		if p.limit > 0 && (g.limit == 0 || p.limit < g.limit) {
+			g.limit = p.limit
+		}
+		groups[p.w.shard] = g
+		size += p.w.size
+		batch = append(batch, p)
+		if inBatch == nil {
+			inBatch = make(map[*entry]uint64)
+		}
+		inBatch[p.w.en] = p.w.seq
+		if p.next != nil {
+			// The entity's next writes wait for this one's outcome.
+			q.queued[ref] = p.next
+			p.next = nil
+			rest = append(rest, ref)
+		} else {
+			delete(q.queued, ref)
+		}
+		q.sending[ref] = true
+	}
+	q.order = append(rest, q.order[i:]...)
+	if len(batch) == 0 {
+		return false
+	}
+	q.bytes -= size
+	q.send(batch)
+	return true
+}
+
+// send starts the Save of batch.
+func (q *queue) send(batch []*pending) {
+	b := q.b
+	recs := make([]persistence.Record, 0, len(batch))
+	for _, p := range batch {
+		recs = p.records(recs)
+	}
+	id := q.nextBatch
+	q.nextBatch++
+	q.inflight[id] = batch
+	b.statsMu.Lock()
+	b.stats.Saves++
+	b.stats.Records += uint64(len(recs))
+	b.stats.Encodes += uint64(len(recs))
+	b.statsMu.Unlock()
+	if b.onBatch != nil {
+		b.onBatch(len(recs))
+	}
+	ctx, results := q.ctx, q.results
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		sctx, span := b.startSave(sctx, batch)
+		outcome, err := b.store.Save(sctx, recs)
+		endSave(span, outcome, err)
+		results <- saveResult{id: id, batch: batch, outcome: outcome, err: err}
+	}()
+}
+
+// settle takes the outcome of a Save: each write's entity learns it, a
+// failed write fails the entity's later writes, groups refused as too
+// large go again in smaller groups, and cancels waiting for the Save are
+// acknowledged.
+func (q *queue) settle(res saveResult) {
+	var fenced, failed, tooLarge uint64
+	var refused map[uint32][]*pending // groups of several records refused as too large
+	for _, p := range res.batch {
+		err := res.err
+		if err == nil {
+			var ok bool
+			if err, ok = res.outcome[p.w.shard]; !ok {
+				err = errors.New("actors: store reported no outcome for the shard")
+			}
+		}
+		ref := p.w.ref
+		delete(q.sending, ref)
+		if res.err == nil && errors.Is(err, persistence.ErrTooLarge) && groupSize(res.batch, p.w.shard) > 1 {
+			if refused == nil {
+				refused = make(map[uint32][]*pending)
+			}
+			refused[p.w.shard] = append(refused[p.w.shard], p)
+			continue
+		}
+		if err != nil {
+			switch {
+			case errors.Is(err, persistence.ErrFenced):
+				fenced++
+			case res.err == nil && errors.Is(err, persistence.ErrTooLarge):
+				tooLarge++
+			default:
+				failed++
+			}
+			// A failed write fails every later write of the entity.
+			q.poisoned[ref] = poison{shard: p.w.shard, epoch: p.w.epoch, err: err}
+			q.failQueued(func(o *pending) bool {
+				return o.w.ref == ref && o.w.epoch == p.w.epoch
+			}, err)
+		} else {
+			p.w.en.advanceDurable(p.w.seq)
+		}
+		for _, d := range p.done {
+			d(err)
+		}
+	}
+	for _, ps := range refused {
+		q.requeue(ps, max(1, len(ps)/2))
+	}
+	if fenced+failed+tooLarge > 0 {
+		b := q.b
 		b.statsMu.Lock()
-		b.stats.Saves++
-		b.stats.Records += uint64(len(recs))
-		b.stats.Encodes += uint64(len(recs))
+		b.stats.Fenced += fenced
+		b.stats.Failed += failed
+		b.stats.TooLarge += tooLarge
 		b.statsMu.Unlock()
-		if b.onBatch != nil {
-			b.onBatch(len(recs))
-		}
-		go func() {
-			sctx, cancel := context.WithTimeout(ctx, b.timeout)
-			defer cancel()
-			sctx, span := b.startSave(sctx, batch)
-			outcome, err := b.store.Save(sctx, recs)
-			endSave(span, outcome, err)
-			results <- saveResult{id: id, batch: batch, outcome: outcome, err: err}
-		}()
-		return true
 	}
-	ready := func() bool {
-		if len(order) == 0 || len(inflight) >= b.maxInFlight || stalled {
-			return false
+	delete(q.inflight, res.id)
+	q.stalled = false
+	kept := q.waiting[:0]
+	for _, r := range q.waiting {
+		if q.inFlight(r) {
+			kept = append(kept, r)
+		} else {
+			close(r.ack)
 		}
-		return b.maxDelay == 0 || len(order) >= b.maxRecords || bytes >= b.maxBytes ||
-			time.Since(firstQueued) >= b.maxDelay
 	}
+	q.waiting = kept
+}
 
+// shutdown waits for the Saves in flight, fails every queued write with
+// ErrClosed, and answers what raced with the stop.
+func (q *queue) shutdown() {
+	for len(q.inflight) > 0 {
+		res := <-q.results
+		delete(q.inflight, res.id)
+		for _, p := range res.batch {
+			err := res.err
+			if err == nil {
+				err = res.outcome[p.w.shard]
+			}
+			for _, d := range p.done {
+				d(err)
+			}
+		}
+	}
+	q.failQueued(func(*pending) bool { return true }, ErrClosed)
+	for _, r := range q.waiting {
+		close(r.ack)
+	}
 	for {
-		for ready() {
-			if !flush() {
-				stalled = true
-			}
-			if timer != nil {
-				timer.Stop()
-				timerC = nil
-			}
-		}
-		if len(order) > 0 && len(inflight) < b.maxInFlight && !stalled && timerC == nil && b.maxDelay > 0 {
-			timer = time.NewTimer(b.maxDelay - time.Since(firstQueued))
-			timerC = timer.C
-		}
-
 		select {
-		case <-lingerC:
-			lingerC = nil
-			stalled = false
-
-		case op := <-b.in:
-			if op.dep != nil {
-				joined(*op.dep)
-				stalled = false
-				continue
+		case op := <-q.b.in:
+			switch {
+			case op.cancel != nil:
+				close(op.cancel.ack)
+			case op.dep == nil:
+				op.w.done(ErrClosed)
 			}
-			if op.cancel != nil {
-				r := *op.cancel
-				failQueued(func(p *pending) bool { return matches(r, p) }, errWriteCanceled)
-				for ref, p := range poisoned {
-					if p.epoch == r.epoch && (r.all && p.shard == r.shard || !r.all && ref == r.ref) {
-						delete(poisoned, ref)
-					}
-				}
-				if inFlightMatch(r) {
-					waiting = append(waiting, r)
-				} else {
-					close(r.ack)
-				}
-				continue
-			}
-			w := op.w
-			stalled = false
-			b.statsMu.Lock()
-			b.stats.Writes++
-			b.statsMu.Unlock()
-			if w.en != nil && w.en.shard.ended.Load() {
-				// Made by an entity of an ownership that has ended, after
-				// its shard's writes were canceled: it would be fenced, or
-				// wait forever for a co-located write canceled with them.
-				w.done(errWriteCanceled)
-				b.countCanceled(1)
-				continue
-			}
-			ref := w.ref
-			if p, ok := poisoned[ref]; ok {
-				if p.epoch == w.epoch {
-					w.done(p.err)
-					continue
-				}
-				// A new ownership of the entity (another epoch): the old
-				// instance's failure says nothing about it.
-				delete(poisoned, ref)
-			}
-			for _, d := range w.after {
-				joined(d)
-			}
-			if p, ok := queue[ref]; ok && p.w.epoch == w.epoch {
-				before := p.chainSize()
-				p.add(w, b.maxEvents)
-				bytes += p.chainSize() - before
-				continue
-			} else if ok {
-				failQueued(func(q *pending) bool { return q == p }, errWriteCanceled)
-			}
-			if len(order) == 0 {
-				firstQueued = time.Now()
-			}
-			queue[ref] = newPending(w)
-			order = append(order, ref)
-			bytes += w.size
-
-		case <-timerC:
-			timerC = nil
-
-		case res := <-results:
-			var fenced, failed, tooLarge uint64
-			var refused map[uint32][]*pending // groups of several records refused as too large
-			for _, p := range res.batch {
-				err := res.err
-				if err == nil {
-					var ok bool
-					if err, ok = res.outcome[p.w.shard]; !ok {
-						err = errors.New("actors: store reported no outcome for the shard")
-					}
-				}
-				ref := p.w.ref
-				delete(inflightSet, ref)
-				if res.err == nil && errors.Is(err, persistence.ErrTooLarge) && groupSize(res.batch, p.w.shard) > 1 {
-					if refused == nil {
-						refused = make(map[uint32][]*pending)
-					}
-					refused[p.w.shard] = append(refused[p.w.shard], p)
-					continue
-				}
-				if err != nil {
-					switch {
-					case errors.Is(err, persistence.ErrFenced):
-						fenced++
-					case res.err == nil && errors.Is(err, persistence.ErrTooLarge):
-						tooLarge++
-					default:
-						failed++
-					}
-					// A failed write fails every later write of the entity.
-					poisoned[ref] = poison{shard: p.w.shard, epoch: p.w.epoch, err: err}
-					failQueued(func(q *pending) bool {
-						return q.w.ref == ref && q.w.epoch == p.w.epoch
-					}, err)
-				} else {
-					p.w.en.advanceDurable(p.w.seq)
-				}
-				for _, d := range p.done {
-					d(err)
-				}
-			}
-			for _, ps := range refused {
-				requeue(ps, max(1, len(ps)/2))
-			}
-			if fenced+failed+tooLarge > 0 {
-				b.statsMu.Lock()
-				b.stats.Fenced += fenced
-				b.stats.Failed += failed
-				b.stats.TooLarge += tooLarge
-				b.statsMu.Unlock()
-			}
-			delete(inflight, res.id)
-			stalled = false
-			kept := waiting[:0]
-			for _, r := range waiting {
-				if inFlightMatch(r) {
-					kept = append(kept, r)
-				} else {
-					close(r.ack)
-				}
-			}
-			waiting = kept
-
-		case <-b.stop:
-			for len(inflight) > 0 {
-				res := <-results
-				delete(inflight, res.id)
-				for _, p := range res.batch {
-					err := res.err
-					if err == nil {
-						err = res.outcome[p.w.shard]
-					}
-					for _, d := range p.done {
-						d(err)
-					}
-				}
-			}
-			failQueued(func(*pending) bool { return true }, ErrClosed)
-			for _, r := range waiting {
-				close(r.ack)
-			}
-			// Fail writes that raced with the stop.
-			for {
-				select {
-				case op := <-b.in:
-					switch {
-					case op.cancel != nil:
-						close(op.cancel.ack)
-					case op.dep == nil:
-						op.w.done(ErrClosed)
-					}
-				default:
-					return
-				}
-			}
+		default:
+			return
 		}
 	}
 }

@@ -493,11 +493,13 @@ func (h *Host) DropAll(reason error) {
 	}
 }
 
-func (h *Host) dropState(sh *shardState, reason error) {
+// dropState ends the ownership sh. It reports whether this call ended it
+// (false: it had ended already).
+func (h *Host) dropState(sh *shardState, reason error) bool {
 	h.mu.Lock()
 	if sh.dropped {
 		h.mu.Unlock()
-		return
+		return false
 	}
 	sh.dropped = true
 	sh.ended.Store(true)
@@ -529,6 +531,7 @@ func (h *Host) dropState(sh *shardState, reason error) {
 	for _, pid := range pids {
 		h.system.Root.Stop(pid)
 	}
+	return true
 }
 
 // removeLocked forgets en. Host.mu is held.
@@ -913,14 +916,19 @@ func (h *Host) ensureFenced(sh *shardState) error {
 // placement (OnShardLost) so that the shard is served again under a new
 // epoch.
 func (h *Host) shardLost(sh *shardState, err error) {
-	if errors.Is(err, persistence.ErrFenced) {
-		h.log.Warn("shard fenced; dropping it", "shard", sh.id, "epoch", sh.epoch, "err", err)
-	} else {
-		h.log.Warn("a write of the shard failed; dropping the shard until it is owned under a new epoch",
-			"shard", sh.id, "epoch", sh.epoch, "err", err)
+	fenced := errors.Is(err, persistence.ErrFenced)
+	if !fenced {
 		err = fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	h.dropState(sh, err)
+	if !h.dropState(sh, err) {
+		return // dropped already, and told so once
+	}
+	if fenced {
+		h.log.Warn("shard fenced by a newer owner; dropped it", "shard", sh.id, "epoch", sh.epoch, "err", err)
+	} else {
+		h.log.Warn("a write of the shard failed; dropped the shard until it is owned under a new epoch",
+			"shard", sh.id, "epoch", sh.epoch, "err", err)
+	}
 	if h.cfg.OnShardLost != nil {
 		h.cfg.OnShardLost(sh.id, sh.epoch, err)
 	}

@@ -127,10 +127,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	hc.Router = n.router
 	hc.LeaseValid = func() bool { return n.place != nil && n.place.Valid() }
 	hc.OnShardLost = func(shard uint32, epoch int64, err error) {
-		// Storage saw a newer epoch: if placement still believes it holds
-		// the shard at this one, let the lock go so that the shard is
-		// served again, by whoever acquires it next, under a new epoch.
-		n.log.Warn("shard fenced by a newer owner", "shard", shard, "epoch", epoch, "err", err)
+		// The host gave the shard up (storage fenced it, or one of its
+		// writes failed with an unknown outcome; the host logged which): if
+		// placement still believes it holds the shard at this epoch, let
+		// the lock go so that the shard is served again, by whoever
+		// acquires it next, under a new epoch.
 		if n.place != nil {
 			n.place.Relinquish(shard, epoch)
 		}

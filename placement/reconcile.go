@@ -223,7 +223,8 @@ func (n *Node) Relinquish(shard uint32, epoch int64) {
 	sctx := n.sessCtx
 	n.handoffWG.Add(1)
 	n.mu.Unlock()
-	n.log.Warn("placement: host gave up shard; releasing its lock", "shard", shard, "epoch", epoch)
+	// The host logged why it gave the shard up; this only follows.
+	n.log.Debug("placement: host gave up shard; releasing its lock", "shard", shard, "epoch", epoch)
 	go func() {
 		defer n.handoffWG.Done()
 		defer n.poke()

@@ -148,20 +148,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.loopCancel = loopCancel
 	defer func() {
 		if err != nil {
-			loopCancel()
-			n.table.Close()
-			n.mu.Lock()
-			s := n.sess
-			n.sess = nil
-			n.mu.Unlock()
-			if s != nil {
-				rctx, cancel := context.WithTimeout(n.life, n.cfg.RequestTimeout)
-				_ = s.Revoke(rctx)
-				cancel()
-			}
-			n.lifeCancel()
-			n.wg.Wait()
-			close(n.loopDone)
+			_ = n.stop(ctx, failedStart)
 			n.shutdownOnce.Do(func() {})
 		}
 	}()
@@ -195,10 +182,85 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.started.Store(true) // a later Start fails
 		return nil
 	}
+	return n.stop(ctx, graceful)
+}
+
+// Abandon stops the node the way a crash would, for tests and chaos
+// tooling: its goroutines end and its keepalives stop, but no shard is
+// released, no host callback runs and the lease is not revoked, so the
+// lease expires in etcd (or a peer revokes it) and other nodes take the
+// shards over. Later Shutdown calls return nil at once.
+func (n *Node) Abandon() {
+	n.shutdownOnce.Do(func() {
+		if !n.started.Load() {
+			n.started.Store(true)
+			return
+		}
+		_ = n.stop(context.Background(), crash)
+	})
+}
+
+// teardown is how a node stops.
+type teardown int
+
+const (
+	failedStart teardown = iota // Start failed: nothing was served; the lease is revoked
+	graceful                    // Shutdown: shards drained through the host, the lease revoked
+	crash                       // Abandon: no host callback; the lease is left to expire
+)
+
+// stop is the one teardown of a started node: the reconciler and the
+// routing table stop, handoffs end, the shards are drained (graceful) or
+// let go, the session ends (its lease revoked, or left to expire in a
+// crash), and the session watchers return. ctx bounds the graceful part.
+func (n *Node) stop(ctx context.Context, how teardown) error {
+	if how == crash {
+		n.suspend.Store(true) // no keepalive or new session from now on
+	}
 	n.loopCancel()
+	if how == failedStart {
+		close(n.loopDone) // the loop never started
+	}
 	<-n.loopDone
 	n.table.Close()
-	// Let in-flight handoffs finish, unless ctx ends first.
+	if how == crash {
+		n.mu.Lock()
+		n.owned = map[uint32]int64{}
+		if n.sessCancel != nil {
+			n.sessCancel()
+		}
+		n.mu.Unlock()
+	}
+	n.awaitHandoffs(ctx)
+
+	var failed []uint32
+	if how == graceful {
+		failed = n.releaseOwned(ctx)
+	}
+	n.mu.Lock()
+	s, old := n.sess, n.oldLease
+	n.sess, n.owned = nil, map[uint32]int64{}
+	n.mu.Unlock()
+
+	var err error
+	if how == crash {
+		if s != nil {
+			s.Close() // stops the keepalive loop; the lease stays until it expires
+		}
+	} else {
+		err = n.revokeLeases(ctx, s, old)
+	}
+	n.lifeCancel()
+	n.wg.Wait()
+	if len(failed) > 0 {
+		err = errors.Join(err, fmt.Errorf("placement: %d shards failed to drain and were dropped", len(failed)))
+	}
+	return err
+}
+
+// awaitHandoffs lets in-flight handoffs finish, unless ctx ends first:
+// then the session's context is cancelled, which ends them.
+func (n *Node) awaitHandoffs(ctx context.Context) {
 	handoffs := make(chan struct{})
 	go func() {
 		n.handoffWG.Wait()
@@ -214,12 +276,15 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.mu.Unlock()
 		<-handoffs
 	}
+}
 
+// releaseOwned drains every owned shard through Host.Release, reports the
+// shards whose Release failed through Host.Lost, and returns them.
+func (n *Node) releaseOwned(ctx context.Context) []uint32 {
 	n.cbMu.Lock()
+	defer n.cbMu.Unlock()
 	n.mu.Lock()
-	s := n.sess
 	owned := n.owned
-	old := n.oldLease
 	n.mu.Unlock()
 	var failed []uint32
 	var fmu sync.Mutex
@@ -241,65 +306,32 @@ func (n *Node) shutdown(ctx context.Context) error {
 	wg.Wait()
 	n.mu.Lock()
 	n.owned = map[uint32]int64{}
-	n.sess = nil
 	n.mu.Unlock()
 	if len(failed) > 0 {
 		slices.Sort(failed)
 		n.host.Lost(failed)
 	}
-	n.cbMu.Unlock()
+	return failed
+}
 
-	var err error
+// revokeLeases revokes the session's lease, which deletes the node's
+// registry entry and every shard key it holds in one step, and the last
+// ended session's lease if it is not revoked yet (it may still be alive
+// in etcd if only the local deadline passed). Best effort: bounded by the
+// request timeout even when ctx has ended.
+func (n *Node) revokeLeases(ctx context.Context, s *Session, old clientv3.LeaseID) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RequestTimeout)
+	defer cancel()
+	var err error
 	if s != nil {
 		err = s.Revoke(rctx)
 	}
 	if old != 0 {
-		// The last session ended and its lease is not revoked yet: it may
-		// still be alive in etcd if only the local deadline passed.
 		if _, rerr := n.client.Revoke(rctx, old); rerr != nil && !isLeaseNotFound(rerr) {
 			err = errors.Join(err, fmt.Errorf("placement: revoke lease %x: %w", int64(old), rerr))
 		}
 	}
-	cancel()
-	n.lifeCancel()
-	n.wg.Wait()
-	if len(failed) > 0 {
-		err = errors.Join(err, fmt.Errorf("placement: %d shards failed to drain and were dropped", len(failed)))
-	}
 	return err
-}
-
-// Abandon stops the node the way a crash would, for tests and chaos
-// tooling: its goroutines end and its keepalives stop, but no shard is
-// released, no host callback runs and the lease is not revoked, so the
-// lease expires in etcd (or a peer revokes it) and other nodes take the
-// shards over. Later Shutdown calls return nil at once.
-func (n *Node) Abandon() {
-	n.shutdownOnce.Do(func() {
-		if !n.started.Load() {
-			n.started.Store(true)
-			return
-		}
-		n.suspend.Store(true)
-		n.loopCancel()
-		<-n.loopDone
-		n.table.Close()
-		n.mu.Lock()
-		s := n.sess
-		n.sess = nil
-		n.owned = map[uint32]int64{}
-		if n.sessCancel != nil {
-			n.sessCancel()
-		}
-		n.mu.Unlock()
-		n.handoffWG.Wait()
-		if s != nil {
-			s.Close() // stops the keepalive loop; the lease stays until it expires
-		}
-		n.lifeCancel()
-		n.wg.Wait()
-	})
 }
 
 // ID returns the node ID.

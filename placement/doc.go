@@ -34,7 +34,7 @@
 // Acquire is Txn(If(CreateRevision(P/shards/n) == 0)).Then(Put(key, id,
 // WithLease(lease))); the epoch is the transaction's header revision, which
 // equals the key's CreateRevision, so epochs of successive owners of a shard
-// strictly increase. Release is Txn(If(CreateRevision(key) == epoch)).
+// strictly increase. Unlock is Txn(If(CreateRevision(key) == epoch)).
 // Then(Delete(key)). The concurrency.Mutex and Election recipes are not used
 // (see DESIGN.md).
 //
@@ -74,7 +74,7 @@
 // the epoch before loading state; before admitting a call or letting a
 // reply out it checks Holds (or Valid), which turns false the moment the
 // validity deadline passes, even before Lost is delivered. Shutdown drains
-// every shard through Release and revokes the lease.
+// every shard through Host.Release and revokes the lease.
 //
 // # Routing table
 //

@@ -196,20 +196,21 @@ func Acquire(ctx context.Context, client *clientv3.Client, keys Keys, shard uint
 	return resp.Header.Revision, nil
 }
 
-// Release deletes the lock of shard if it still has CreateRevision epoch:
+// Unlock deletes the lock of shard if it still has CreateRevision epoch
+// (Host.Release, by contrast, drains a shard before its lock is deleted):
 //
 //	Txn(If(CreateRevision(P/shards/n) == epoch)).Then(Delete(P/shards/n))
 //
 // It fails with ErrNotOwner when the key is gone or belongs to another
 // epoch (the lock was already lost; nothing was deleted).
-func Release(ctx context.Context, client *clientv3.Client, keys Keys, shard uint32, epoch int64) error {
+func Unlock(ctx context.Context, client *clientv3.Client, keys Keys, shard uint32, epoch int64) error {
 	key := keys.Shard(shard)
 	resp, err := client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("placement: release shard %d: %w", shard, err)
+		return fmt.Errorf("placement: unlock shard %d: %w", shard, err)
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: shard %d epoch %d", ErrNotOwner, shard, epoch)

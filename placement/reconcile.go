@@ -205,7 +205,7 @@ func (n *Node) handoff(sctx context.Context, s *Session, shard uint32, epoch int
 	}
 	delete(n.owned, shard)
 	n.mu.Unlock()
-	n.releaseLock(sctx, shard, epoch)
+	n.unlock(sctx, shard, epoch)
 }
 
 // Relinquish gives shard up without calling the host, which has already
@@ -228,17 +228,17 @@ func (n *Node) Relinquish(shard uint32, epoch int64) {
 	go func() {
 		defer n.handoffWG.Done()
 		defer n.poke()
-		n.releaseLock(sctx, shard, epoch)
+		n.unlock(sctx, shard, epoch)
 	}()
 }
 
-// releaseLock deletes the shard's lock if it is still held at epoch,
+// unlock deletes the shard's lock if it is still held at epoch,
 // retrying until it is gone or sctx ends.
-func (n *Node) releaseLock(sctx context.Context, shard uint32, epoch int64) {
+func (n *Node) unlock(sctx context.Context, shard uint32, epoch int64) {
 	backoff := n.cfg.RetryBackoff
 	for {
 		rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
-		err := Release(rctx, n.client, n.keys, shard, epoch)
+		err := Unlock(rctx, n.client, n.keys, shard, epoch)
 		cancel()
 		if err == nil || errors.Is(err, ErrNotOwner) || sctx.Err() != nil {
 			return

@@ -84,7 +84,7 @@ func churn(c *clientv3.Client, prefix string, seed uint64, workers, ops int) {
 					_, _ = placement.Acquire(rctx, c, keys, shard, fmt.Sprintf("w%d", w), lease)
 				case op < 7:
 					if r, err := c.Get(rctx, keys.Shard(shard)); err == nil && len(r.Kvs) > 0 {
-						_ = placement.Release(rctx, c, keys, shard, r.Kvs[0].CreateRevision)
+						_ = placement.Unlock(rctx, c, keys, shard, r.Kvs[0].CreateRevision)
 					}
 				case op < 9:
 					id := fmt.Sprintf("node%d", rng.IntN(8))

@@ -39,7 +39,7 @@ type Node struct {
 	ownEtcd bool
 	tr      *transport
 	host    *actors.Host
-	place   *placement.Node
+	place   *placement.Agent
 	members *membership
 	router  *router
 	admin   *http.Server
@@ -366,7 +366,7 @@ func (n *Node) Owned() map[uint32]int64 { return n.place.Owned() }
 func (n *Node) Host() *actors.Host { return n.host }
 
 // Placement returns the node's placement member.
-func (n *Node) Placement() *placement.Node { return n.place }
+func (n *Node) Placement() *placement.Agent { return n.place }
 
 // Invoke implements actors.Invoker: it routes env to the owner of its
 // entity, retrying until ctx ends.

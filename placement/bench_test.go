@@ -12,7 +12,7 @@ import (
 	"github.com/ordo-actors/ordo/placement"
 )
 
-// countHost is a Host that closes full once it holds want shards.
+// countHost is a ShardRunner that closes full once it holds want shards.
 type countHost struct {
 	want int
 	mu   sync.Mutex
@@ -50,7 +50,7 @@ func (h *countHost) Lost(shards []uint32) {
 
 // BenchmarkAcquireAll measures one node taking all 256 shards of a fresh
 // cluster prefix from cold: Start (config check, lease, registration,
-// table) until Host.Acquired has been called for every shard.
+// table) until ShardRunner.Acquired has been called for every shard.
 //
 //	go test -run '^$' -bench AcquireAll -benchtime 20x ./placement/
 func BenchmarkAcquireAll(b *testing.B) {
@@ -120,14 +120,14 @@ func BenchmarkFailover(b *testing.B) {
 					b.Fatal(err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				for _, n := range []*placement.Node{a, bn} {
+				for _, n := range []*placement.Agent{a, bn} {
 					n.SetLive([]string{"a", "b"})
 					if err := n.Start(ctx); err != nil {
 						b.Fatal(err)
 					}
 				}
 				testutil.Eventually(b, 20*time.Second, 5*time.Millisecond, func() error {
-					return settled(256, []*placement.Node{a, bn}, []string{"a", "b"})
+					return settled(256, []*placement.Agent{a, bn}, []string{"a", "b"})
 				})
 				lease := a.Lease()
 				b.StartTimer()

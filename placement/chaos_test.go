@@ -29,7 +29,7 @@ func (s *safetyHost) Acquired(shard uint32, epoch int64) {
 
 type chaosCluster struct {
 	mu     sync.Mutex
-	nodes  map[string]*placement.Node
+	nodes  map[string]*placement.Agent
 	epochs map[uint32]int64
 	errs   []error
 }
@@ -68,9 +68,9 @@ func TestChaos(t *testing.T) {
 	w := watchShards(t, obs, prefix)
 	h := &history{}
 	all := []string{"a", "b", "c"}
-	cc := &chaosCluster{nodes: map[string]*placement.Node{}, epochs: map[uint32]int64{}}
+	cc := &chaosCluster{nodes: map[string]*placement.Agent{}, epochs: map[uint32]int64{}}
 	proxies := map[string]*etcdembed.Proxy{}
-	var nodes []*placement.Node
+	var nodes []*placement.Agent
 	for _, id := range all {
 		px, err := etcdembed.StartProxy(srv.Endpoints()[0])
 		if err != nil {

@@ -21,7 +21,7 @@
 // on the monotonic clock; etcd cannot expire the lease before it (the leader
 // counts the TTL from when it received the renewal, which is later than the
 // send time), given clock rates that agree within the margin. When the
-// deadline passes or etcd reports the lease gone, the node calls Host.Lost
+// deadline passes or etcd reports the lease gone, the node calls ShardRunner.Lost
 // with every shard it held, at once. It then grants a new lease and
 // registers again, taking its registry entry over from the old lease,
 // while it revokes the old lease in the background (each attempt bounded by
@@ -40,11 +40,11 @@
 //
 // # Desired ownership and handoff
 //
-// Node computes the desired owner of each shard by rendezvous hashing
+// Agent computes the desired owner of each shard by rendezvous hashing
 // (Desired) over the live set given by SetLive. It acquires free shards it
 // should own, and free shards whose desired owner has no registry entry. It
 // hands off, at most Config.HandoffRate per second, shards whose desired
-// owner is another registered live node: Host.Release drains the shard and
+// owner is another registered live node: ShardRunner.Release drains the shard and
 // the lock is deleted only after it returns nil.
 //
 // # TTL and failover time
@@ -53,7 +53,7 @@
 // etcd: up to LeaseTTL after its last renewal (plus one leader election if
 // the etcd leader changes meanwhile, because a new leader extends every
 // lease). The survivors then acquire at their next table event, within a
-// few round trips. With accelerated failover (Node.RevokeDead, called when
+// few round trips. With accelerated failover (Agent.RevokeDead, called when
 // memberlist declares the node dead) the lease is revoked once etcd shows a
 // missed renewal, i.e. about KeepAliveInterval + 1s after the crash, so
 // failover takes roughly max(memberlist detection, TTL/3 + 1s) instead of
@@ -64,9 +64,9 @@
 // a loaded 2-core machine: about 25-45ms from revocation to every shard
 // owned elsewhere, about 2.4s when the lease is left to expire).
 //
-// # Driving a Node
+// # Driving an Agent
 //
-// The host implements Host (and LeaseObserver, to announce a new lease
+// The host implements ShardRunner (and LeaseObserver, to announce a new lease
 // before registering under it). It calls New and Start, feeds SetLive
 // with the nodes alive in memberlist and registered in etcd, and calls
 // RevokeDead, with the lease of the member memberlist declared dead, when
@@ -74,7 +74,7 @@
 // the epoch before loading state; before admitting a call or letting a
 // reply out it checks Holds (or Valid), which turns false the moment the
 // validity deadline passes, even before Lost is delivered. Shutdown drains
-// every shard through Host.Release and revokes the lease.
+// every shard through ShardRunner.Release and revokes the lease.
 //
 // # Routing table
 //

@@ -52,7 +52,7 @@ func (exampleHost) Lost(shards []uint32) {
 
 // A node with an embedded etcd: start it, feed it the live set, let it
 // take its shards, shut it down.
-func ExampleNode() {
+func ExampleAgent() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "ordo-example")

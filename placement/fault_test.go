@@ -17,7 +17,7 @@ import (
 )
 
 // pickShard returns some shard owned by n and its epoch.
-func pickShard(t *testing.T, n *placement.Node) (uint32, int64) {
+func pickShard(t *testing.T, n *placement.Agent) (uint32, int64) {
 	t.Helper()
 	for s, e := range n.Owned() {
 		return s, e
@@ -28,7 +28,7 @@ func pickShard(t *testing.T, n *placement.Node) (uint32, int64) {
 
 // waitTakenOver waits until n owns shard and returns its epoch, which must
 // be above old.
-func waitTakenOver(t *testing.T, c *clientv3.Client, n *placement.Node, prefix string, shard uint32, old int64) int64 {
+func waitTakenOver(t *testing.T, c *clientv3.Client, n *placement.Agent, prefix string, shard uint32, old int64) int64 {
 	t.Helper()
 	var epoch int64
 	testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, func() error {
@@ -47,7 +47,7 @@ func waitTakenOver(t *testing.T, c *clientv3.Client, n *placement.Node, prefix s
 
 // checkSelfFenced verifies the stale owner dropped every shard before its
 // lease expired in etcd (lostAt before the key was seen deleted).
-func checkSelfFenced(t *testing.T, host *recHost, n *placement.Node, owned map[uint32]int64) {
+func checkSelfFenced(t *testing.T, host *recHost, n *placement.Agent, owned map[uint32]int64) {
 	t.Helper()
 	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		if n.Valid() {
@@ -128,7 +128,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	live := []string{"a", "b"}
 	a.SetLive(live)
 	b.SetLive(live)
-	nodes := []*placement.Node{a, b}
+	nodes := []*placement.Agent{a, b}
 	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 
 	shard, oldEpoch := pickShard(t, a)
@@ -194,7 +194,7 @@ func TestPartitionedOwnerSelfFencesAndRejoins(t *testing.T) {
 	live := []string{"a", "b"}
 	a.SetLive(live)
 	b.SetLive(live)
-	nodes := []*placement.Node{a, b}
+	nodes := []*placement.Agent{a, b}
 	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 
 	shard, oldEpoch := pickShard(t, a)

@@ -125,7 +125,7 @@ func (h *history) checkNoOverlap() error {
 	return nil
 }
 
-// recHost is a placement.Host that records its callbacks.
+// recHost is a placement.ShardRunner that records its callbacks.
 type recHost struct {
 	id string
 	h  *history
@@ -192,7 +192,7 @@ func maps_clone(m map[uint32]int64) map[uint32]int64 {
 }
 
 // startNode creates and starts a node, shutting it down at cleanup.
-func startNode(t testing.TB, cfg placement.Config, c *clientv3.Client, host placement.Host) *placement.Node {
+func startNode(t testing.TB, cfg placement.Config, c *clientv3.Client, host placement.ShardRunner) *placement.Agent {
 	t.Helper()
 	n, err := placement.New(cfg, c, host)
 	if err != nil {
@@ -213,7 +213,7 @@ func startNode(t testing.TB, cfg placement.Config, c *clientv3.Client, host plac
 
 // settled reports nil when the nodes together own every shard, each by its
 // desired owner over the given IDs, with no shard on two nodes.
-func settled(shards uint32, nodes []*placement.Node, live []string) error {
+func settled(shards uint32, nodes []*placement.Agent, live []string) error {
 	owner := map[uint32]string{}
 	for _, n := range nodes {
 		for s := range n.Owned() {

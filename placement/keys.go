@@ -197,7 +197,7 @@ func Acquire(ctx context.Context, client *clientv3.Client, keys Keys, shard uint
 }
 
 // Unlock deletes the lock of shard if it still has CreateRevision epoch
-// (Host.Release, by contrast, drains a shard before its lock is deleted):
+// (ShardRunner.Release, by contrast, drains a shard before its lock is deleted):
 //
 //	Txn(If(CreateRevision(P/shards/n) == epoch)).Then(Delete(P/shards/n))
 //

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Host is what a Node drives: the part of the runtime that runs a shard's
+// ShardRunner is what an Agent drives: the part of the runtime that runs a shard's
 // entities.
 //
 // Acquired and Lost are never called concurrently with each other (the node
@@ -22,8 +22,8 @@ import (
 // before the Lost that drops it. Release may run concurrently with
 // Acquired and Lost of other shards; when the session ends during a
 // Release, its ctx is cancelled and Lost names the shard too. Callbacks
-// must not call Node.Shutdown.
-type Host interface {
+// must not call Agent.Shutdown.
+type ShardRunner interface {
 	// Acquired reports that the node now holds the lock of shard at epoch.
 	// It is called after the lock is held and before the node admits calls
 	// for the shard; the host fences its store at epoch before loading any
@@ -44,19 +44,19 @@ type Host interface {
 	Lost(shards []uint32)
 }
 
-// LeaseObserver may be implemented by a Host that announces the node's
+// LeaseObserver may be implemented by a ShardRunner that announces the node's
 // lease elsewhere (the cluster package gossips it, and peers count the
 // node as live only while the lease they see in gossip equals its
 // registration's). LeaseGranted is called with each new session's lease
 // before the node registers under it, so that the announcement can lead
 // the registration; the registration waits for it to return, so it should
 // take no longer than a gossip round. It is not serialised with the other
-// Host calls.
+// ShardRunner calls.
 type LeaseObserver interface {
 	LeaseGranted(lease clientv3.LeaseID)
 }
 
-// Node holds one node's placement state: its session and registry entry,
+// Agent holds one node's placement state: its session and registry entry,
 // the shard locks it owns, and the reconciler that moves them toward the
 // rendezvous-hashing assignment over the live set.
 //
@@ -64,10 +64,10 @@ type LeaseObserver interface {
 // returned, or instead of Start). Every other method is safe for concurrent
 // use at any time. Lock order: cbMu (serialises host callbacks) before mu,
 // liveMu before mu, and mu before the routing table's lock.
-type Node struct {
+type Agent struct {
 	cfg    Config
 	client *clientv3.Client
-	host   Host
+	host   ShardRunner
 	keys   Keys
 	log    *slog.Logger
 	table  *Table
@@ -104,7 +104,7 @@ type Node struct {
 
 // New validates cfg and returns a node that is not yet started. client
 // stays owned by the caller and must outlive the node.
-func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
+func New(cfg Config, client *clientv3.Client, host ShardRunner) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 	}
 	table.retry = cfg.RetryBackoff
 	live := []string{cfg.NodeID}
-	return &Node{
+	return &Agent{
 		desired:   desiredOwners(cfg.Shards, live),
 		cfg:       cfg,
 		client:    client,
@@ -139,7 +139,7 @@ func New(cfg Config, client *clientv3.Client, host Host) (*Node, error) {
 // Start checks the cluster's shard count, opens the session, registers the
 // node, loads the routing table and starts the reconciler. ctx bounds the
 // start only. On an error everything started so far is undone.
-func (n *Node) Start(ctx context.Context) (err error) {
+func (n *Agent) Start(ctx context.Context) (err error) {
 	if !n.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
@@ -167,17 +167,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 }
 
 // Shutdown stops the reconciler, drains every owned shard through
-// Host.Release, reports the shards whose Release failed through Host.Lost,
+// ShardRunner.Release, reports the shards whose Release failed through ShardRunner.Lost,
 // and revokes the lease, which deletes the node's registry entry and every
 // shard key it holds in one step. ctx bounds the graceful part; when it
 // ends, remaining work is abandoned and the lease is still revoked (best
 // effort). Idempotent: later calls return the first call's result.
-func (n *Node) Shutdown(ctx context.Context) error {
+func (n *Agent) Shutdown(ctx context.Context) error {
 	n.shutdownOnce.Do(func() { n.shutdownErr = n.shutdown(ctx) })
 	return n.shutdownErr
 }
 
-func (n *Node) shutdown(ctx context.Context) error {
+func (n *Agent) shutdown(ctx context.Context) error {
 	if !n.started.Load() {
 		n.started.Store(true) // a later Start fails
 		return nil
@@ -190,7 +190,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 // released, no host callback runs and the lease is not revoked, so the
 // lease expires in etcd (or a peer revokes it) and other nodes take the
 // shards over. Later Shutdown calls return nil at once.
-func (n *Node) Abandon() {
+func (n *Agent) Abandon() {
 	n.shutdownOnce.Do(func() {
 		if !n.started.Load() {
 			n.started.Store(true)
@@ -213,7 +213,7 @@ const (
 // routing table stop, handoffs end, the shards are drained (graceful) or
 // let go, the session ends (its lease revoked, or left to expire in a
 // crash), and the session watchers return. ctx bounds the graceful part.
-func (n *Node) stop(ctx context.Context, how teardown) error {
+func (n *Agent) stop(ctx context.Context, how teardown) error {
 	if how == crash {
 		n.suspend.Store(true) // no keepalive or new session from now on
 	}
@@ -260,7 +260,7 @@ func (n *Node) stop(ctx context.Context, how teardown) error {
 
 // awaitHandoffs lets in-flight handoffs finish, unless ctx ends first:
 // then the session's context is cancelled, which ends them.
-func (n *Node) awaitHandoffs(ctx context.Context) {
+func (n *Agent) awaitHandoffs(ctx context.Context) {
 	handoffs := make(chan struct{})
 	go func() {
 		n.handoffWG.Wait()
@@ -278,9 +278,9 @@ func (n *Node) awaitHandoffs(ctx context.Context) {
 	}
 }
 
-// releaseOwned drains every owned shard through Host.Release, reports the
-// shards whose Release failed through Host.Lost, and returns them.
-func (n *Node) releaseOwned(ctx context.Context) []uint32 {
+// releaseOwned drains every owned shard through ShardRunner.Release, reports the
+// shards whose Release failed through ShardRunner.Lost, and returns them.
+func (n *Agent) releaseOwned(ctx context.Context) []uint32 {
 	n.cbMu.Lock()
 	defer n.cbMu.Unlock()
 	n.mu.Lock()
@@ -319,7 +319,7 @@ func (n *Node) releaseOwned(ctx context.Context) []uint32 {
 // ended session's lease if it is not revoked yet (it may still be alive
 // in etcd if only the local deadline passed). Best effort: bounded by the
 // request timeout even when ctx has ended.
-func (n *Node) revokeLeases(ctx context.Context, s *Session, old clientv3.LeaseID) error {
+func (n *Agent) revokeLeases(ctx context.Context, s *Session, old clientv3.LeaseID) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RequestTimeout)
 	defer cancel()
 	var err error
@@ -335,14 +335,14 @@ func (n *Node) revokeLeases(ctx context.Context, s *Session, old clientv3.LeaseI
 }
 
 // ID returns the node ID.
-func (n *Node) ID() string { return n.cfg.NodeID }
+func (n *Agent) ID() string { return n.cfg.NodeID }
 
 // Table returns the node's routing table (read-only use).
-func (n *Node) Table() *Table { return n.table }
+func (n *Agent) Table() *Table { return n.table }
 
 // Valid reports whether the node holds a session whose validity deadline
 // has not passed. The host must not let a reply out unless it is true.
-func (n *Node) Valid() bool {
+func (n *Agent) Valid() bool {
 	n.mu.Lock()
 	s := n.sess
 	n.mu.Unlock()
@@ -351,7 +351,7 @@ func (n *Node) Valid() bool {
 
 // Deadline returns the current session's validity deadline, or the zero
 // time without a session.
-func (n *Node) Deadline() time.Time {
+func (n *Agent) Deadline() time.Time {
 	n.mu.Lock()
 	s := n.sess
 	n.mu.Unlock()
@@ -362,7 +362,7 @@ func (n *Node) Deadline() time.Time {
 }
 
 // Lease returns the current session's lease ID, or 0 without a session.
-func (n *Node) Lease() clientv3.LeaseID {
+func (n *Agent) Lease() clientv3.LeaseID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.sess == nil {
@@ -374,7 +374,7 @@ func (n *Node) Lease() clientv3.LeaseID {
 // Holds reports the epoch of shard when the node owns it under a session
 // whose validity deadline has not passed, checked atomically: the test a
 // host applies before admitting a call or letting a reply out.
-func (n *Node) Holds(shard uint32) (int64, bool) {
+func (n *Agent) Holds(shard uint32) (int64, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	epoch, ok := n.owned[shard]
@@ -385,7 +385,7 @@ func (n *Node) Holds(shard uint32) (int64, bool) {
 }
 
 // Owned returns a copy of the shards the node owns, with their epochs.
-func (n *Node) Owned() map[uint32]int64 {
+func (n *Agent) Owned() map[uint32]int64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := make(map[uint32]int64, len(n.owned))
@@ -398,7 +398,7 @@ func (n *Node) Owned() map[uint32]int64 {
 // SetLive sets the live node IDs over which desired ownership is computed
 // (the cluster layer passes the members alive in memberlist and registered
 // in etcd). The node itself always counts as live.
-func (n *Node) SetLive(ids []string) {
+func (n *Agent) SetLive(ids []string) {
 	live := append([]string{n.cfg.NodeID}, ids...)
 	slices.Sort(live)
 	live = slices.Compact(live)
@@ -424,7 +424,7 @@ func desiredOwners(shards uint32, live []string) []string {
 // no keepalives and the node opens no new session, as if the process were
 // paused as far as etcd can tell. It costs one atomic load per keepalive
 // when off.
-func (n *Node) SuspendKeepalives(on bool) {
+func (n *Agent) SuspendKeepalives(on bool) {
 	n.suspend.Store(on)
 	n.poke()
 }
@@ -435,7 +435,7 @@ func (n *Node) SuspendKeepalives(on bool) {
 // (not re-registered since under another), and the lease shows a missed
 // renewal (see RevokeIfExpiring). It reports whether it revoked. The
 // caller invokes it when memberlist declares id dead.
-func (n *Node) RevokeDead(ctx context.Context, id string, lease clientv3.LeaseID) (bool, error) {
+func (n *Agent) RevokeDead(ctx context.Context, id string, lease clientv3.LeaseID) (bool, error) {
 	if id == n.cfg.NodeID {
 		return false, nil
 	}
@@ -452,7 +452,7 @@ func (n *Node) RevokeDead(ctx context.Context, id string, lease clientv3.LeaseID
 	return RevokeIfExpiring(ctx, n.client, lease)
 }
 
-func (n *Node) poke() {
+func (n *Agent) poke() {
 	select {
 	case n.kick <- struct{}{}:
 	default:
@@ -465,7 +465,7 @@ func (n *Node) poke() {
 // bounded by timeout. It does not wait for the previous lease's revocation
 // (see revokeEnded): a request etcd loses, as it does a proposal forwarded
 // to a leader that just died, must not hold up the new session.
-func (n *Node) openSession(ctx context.Context, timeout time.Duration) error {
+func (n *Agent) openSession(ctx context.Context, timeout time.Duration) error {
 	n.mu.Lock()
 	prev := n.oldLease
 	n.mu.Unlock()
@@ -509,7 +509,7 @@ func (n *Node) openSession(ctx context.Context, timeout time.Duration) error {
 // and waiting the full RequestTimeout for it would keep the shards locked
 // long after a new leader could have freed them. While keepalives are
 // suspended (a paused process) it sends nothing.
-func (n *Node) revokeEnded(lease clientv3.LeaseID) {
+func (n *Agent) revokeEnded(lease clientv3.LeaseID) {
 	defer n.wg.Done()
 	timeout := n.cfg.sessionRequestTimeout()
 	backoff := n.cfg.RetryBackoff
@@ -543,7 +543,7 @@ func (n *Node) revokeEnded(lease clientv3.LeaseID) {
 }
 
 // watchSession drops every shard at once when s ends.
-func (n *Node) watchSession(s *Session, sctx context.Context) {
+func (n *Agent) watchSession(s *Session, sctx context.Context) {
 	defer n.wg.Done()
 	select {
 	case <-s.Done():

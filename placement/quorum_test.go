@@ -42,7 +42,7 @@ func TestEtcdLeaderAndQuorumLoss(t *testing.T) {
 	live := []string{"a", "b"}
 	a.SetLive(live)
 	b.SetLive(live)
-	nodes := []*placement.Node{a, b}
+	nodes := []*placement.Agent{a, b}
 	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, nodes, live) })
 
 	// 1. Kill the leader: sessions survive, ownership does not move.

@@ -25,7 +25,7 @@ func testRace(t *testing.T, count int) {
 	h := &history{}
 	live := ids(count)
 
-	nodes := make([]*placement.Node, count)
+	nodes := make([]*placement.Agent, count)
 	hosts := make([]*recHost, count)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -13,7 +13,7 @@ import (
 // then deletes the lock of) the ones another node should own, and drops
 // the ones whose lock vanished.
 
-func (n *Node) loop(ctx context.Context) {
+func (n *Agent) loop(ctx context.Context) {
 	defer close(n.loopDone)
 	changes, unsub := n.table.Subscribe()
 	defer unsub()
@@ -53,7 +53,7 @@ func (n *Node) loop(ctx context.Context) {
 // assignment: it acquires free shards this node should hold, hands off
 // (rate-limited) shards another registered live node should hold, and
 // drops shards whose lock vanished.
-func (n *Node) reconcile(ctx context.Context) {
+func (n *Agent) reconcile(ctx context.Context) {
 	n.mu.Lock()
 	s, sctx := n.sess, n.sessCtx
 	desiredOf := n.desired
@@ -111,12 +111,12 @@ func (n *Node) reconcile(ctx context.Context) {
 }
 
 // registered reports whether id has a registry entry. Called with n.mu held.
-func (n *Node) registered(id string) bool {
+func (n *Agent) registered(id string) bool {
 	_, ok := n.table.Node(id)
 	return ok
 }
 
-func (n *Node) acquireAll(sctx context.Context, s *Session, shards []uint32) {
+func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, n.cfg.AcquireConcurrency)
 	for _, shard := range shards {
@@ -151,7 +151,7 @@ func (n *Node) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 // adopt records a freshly acquired lock and tells the host, unless the
 // session ended meanwhile (the key then dies with the old lease, which
 // revokeEnded revokes).
-func (n *Node) adopt(s *Session, shard uint32, epoch int64) {
+func (n *Agent) adopt(s *Session, shard uint32, epoch int64) {
 	n.cbMu.Lock()
 	defer n.cbMu.Unlock()
 	n.mu.Lock()
@@ -165,7 +165,7 @@ func (n *Node) adopt(s *Session, shard uint32, epoch int64) {
 }
 
 // drop forgets one shard whose lock vanished from etcd.
-func (n *Node) drop(s *Session, shard uint32) {
+func (n *Agent) drop(s *Session, shard uint32) {
 	n.cbMu.Lock()
 	defer n.cbMu.Unlock()
 	n.mu.Lock()
@@ -184,7 +184,7 @@ func (n *Node) drop(s *Session, shard uint32) {
 }
 
 // handoff drains shard through the host, then deletes its lock.
-func (n *Node) handoff(sctx context.Context, s *Session, shard uint32, epoch int64) {
+func (n *Agent) handoff(sctx context.Context, s *Session, shard uint32, epoch int64) {
 	defer n.handoffWG.Done()
 	defer func() {
 		n.mu.Lock()
@@ -213,7 +213,7 @@ func (n *Node) handoff(sctx context.Context, s *Session, shard uint32, epoch int
 // it is still held at epoch, and the reconciler acquires the shard again
 // later, under a new epoch, if this node is still its desired owner. Safe
 // for concurrent use; it does not block.
-func (n *Node) Relinquish(shard uint32, epoch int64) {
+func (n *Agent) Relinquish(shard uint32, epoch int64) {
 	n.mu.Lock()
 	if n.sess == nil || n.owned[shard] != epoch || n.sessCtx.Err() != nil {
 		n.mu.Unlock()
@@ -234,7 +234,7 @@ func (n *Node) Relinquish(shard uint32, epoch int64) {
 
 // unlock deletes the shard's lock if it is still held at epoch,
 // retrying until it is gone or sctx ends.
-func (n *Node) unlock(sctx context.Context, shard uint32, epoch int64) {
+func (n *Agent) unlock(sctx context.Context, shard uint32, epoch int64) {
 	backoff := n.cfg.RetryBackoff
 	for {
 		rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)

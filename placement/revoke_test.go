@@ -61,7 +61,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 	const prefix = "/ordo/revoke"
 	live := []string{"a", "b", "c"}
 	h := &history{}
-	nodes := map[string]*placement.Node{}
+	nodes := map[string]*placement.Agent{}
 	hosts := map[string]*recHost{}
 	for _, id := range live {
 		cfg := testConfig(id, prefix)
@@ -71,7 +71,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 		nodes[id] = startNode(t, cfg, newClient(t, srv.Endpoints()...), hosts[id])
 		nodes[id].SetLive(live)
 	}
-	all := []*placement.Node{nodes["a"], nodes["b"], nodes["c"]}
+	all := []*placement.Agent{nodes["a"], nodes["b"], nodes["c"]}
 	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error { return settled(256, all, live) })
 
 	// Pick a victim; the survivors agree on who revokes it.
@@ -108,7 +108,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 		return nil
 	})
 	t.Logf("lease of %s revoked %v after it stopped renewing", victim, time.Since(start))
-	survivorNodes := []*placement.Node{nodes["a"], nodes["b"]}
+	survivorNodes := []*placement.Agent{nodes["a"], nodes["b"]}
 	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error { return settled(256, survivorNodes, survivors) })
 	// The victim notices at its next keepalive or its deadline.
 	nodes[victim].SuspendKeepalives(false)
@@ -192,7 +192,7 @@ func TestHandoffRateLimitedAndRefusable(t *testing.T) {
 		if limit := cfgA.HandoffBurst + int(cfgA.HandoffRate*time.Since(start).Seconds()) + 1; n > limit {
 			t.Fatalf("%d handoffs after %v: rate limit %d", n, time.Since(start), limit)
 		}
-		return settled(256, []*placement.Node{a, b}, live)
+		return settled(256, []*placement.Agent{a, b}, live)
 	})
 	if err := h.checkNoOverlap(); err != nil {
 		t.Fatal(err)

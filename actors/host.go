@@ -313,7 +313,18 @@ func (h *Host) Start(ctx context.Context) error {
 // Shutdown drains every owned shard (as Release does), then stops the
 // entities, the batcher and the actor system. If ctx ends first, the
 // remaining shards are dropped. It is idempotent; the store is not closed.
-func (h *Host) Shutdown(ctx context.Context) error {
+func (h *Host) Shutdown(ctx context.Context) error { return h.stop(ctx, true) }
+
+// Close stops the host at once: every owned shard is dropped as by Drop
+// (replies not yet sent are discarded and their callers get a retryable
+// error; unsent writes are withdrawn), then the entities, the batcher and
+// the actor system stop. It is Shutdown without the drain, for a process
+// that must stop now. Idempotent, and a no-op after Shutdown.
+func (h *Host) Close() { _ = h.stop(context.Background(), false) }
+
+// stop is Shutdown (drain: every shard released first, within ctx) and
+// Close.
+func (h *Host) stop(ctx context.Context, drain bool) error {
 	var err error
 	h.stopOnce.Do(func() {
 		h.Resume()
@@ -324,7 +335,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 			owned[id] = sh.epoch
 		}
 		h.mu.Unlock()
-		if started {
+		if started && drain {
 			for id, epoch := range owned {
 				if rerr := h.Release(ctx, id, epoch); rerr != nil && err == nil {
 					err = rerr

@@ -802,3 +802,37 @@ func TestOutgoingWaitsForTheLease(t *testing.T) {
 		return nil
 	})
 }
+
+// Close stops the host without draining: a call whose write is not yet
+// durable gets a retryable error at once (its write is never waited
+// for), later calls are refused, and Close is idempotent.
+func TestCloseStopsWithoutDraining(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "c", 1)
+	require.NoError(t, err)
+	release := h.store.BlockSaves()
+	defer release()
+	replies := make(chan *ordopb.Reply, 1)
+	env, err := actors.Envelope(ref("c"), &testpb.Add{Delta: 1}, actors.NewRequestID())
+	require.NoError(t, err)
+	h.host.Submit(env, func(r *ordopb.Reply) { replies <- r })
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if h.host.Stats().Batch.Saves < 2 { // the Add's write is in flight, blocked
+			return errPending
+		}
+		return nil
+	})
+	closed := make(chan struct{})
+	go func() {
+		h.host.Close()
+		close(closed)
+	}()
+	rep := recv(t, replies)
+	require.Equal(t, ordopb.Code_CODE_NOT_HERE, rep.GetError().GetCode(), "reply: %v", rep)
+	release() // the in-flight Save returns; Close waits for it, never for a drain
+	<-closed
+	h.host.Close()
+	_, err = h.add(ctx, "c", 1)
+	require.ErrorIs(t, err, actors.ErrUnavailable)
+}

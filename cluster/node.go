@@ -266,10 +266,7 @@ func (n *Node) Kill() {
 			n.tr.close(true) // teardown's second close is a no-op
 		}
 		if n.host != nil {
-			n.host.DropAll(ErrClosed)
-			dead, cancel := context.WithCancel(context.Background())
-			cancel()
-			_ = n.host.Shutdown(dead) // resumes, then stops without draining
+			n.host.Close() // resumes, then stops without draining
 		}
 		n.teardown(true)
 	})
@@ -293,9 +290,7 @@ func (n *Node) teardown(hard bool) {
 		}
 	}
 	if n.host != nil {
-		dead, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = n.host.Shutdown(dead) // a no-op after a graceful Shutdown
+		n.host.Close() // a no-op after a graceful Shutdown
 	}
 	if n.tr != nil {
 		n.tr.close(hard)

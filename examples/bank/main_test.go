@@ -70,6 +70,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "--trace", "spans.jsonl"}, "unexpected arguments"}, // --trace=FILE
 		{[]string{"etcd", "--data-dir", "/tmp/x", "--listen-client", "http://127.0.0.1:0", "--listen-peer", "http://127.0.0.1:0"}, "--name is required"},
 		{[]string{"etcd", "--name", "e1", "--data-dir", "/tmp/x", "--listen-client", "127.0.0.1:2379", "--listen-peer", "http://127.0.0.1:0"}, "--listen-client"},
+		{[]string{"etcd", "--name", "e1", "--data-dir", "/tmp/x", "--listen-client", "http://127.0.0.1:0", "--listen-peer", "http://127.0.0.1:0", "--quota-backend-bytes", "-1"}, "--quota-backend-bytes -1"},
 		{[]string{"node", "--insecure", "--etcd", "http://127.0.0.1:1"}, "--id is required"},
 		{[]string{"node", "--insecure", "--id", "n1"}, "--etcd is required"},
 		{[]string{"node", "--insecure", "--id", "n1", "--etcd", "http://127.0.0.1:1", "--lease-ttl", "1500ms"}, "--lease-ttl"},

@@ -50,6 +50,7 @@ func newEtcdCmd() *cobra.Command {
 		logLevel                 string
 		tlsCA, tlsCert, tlsKey   string
 		compactEvery             time.Duration
+		quota                    int64
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST [--tls-ca F --tls-cert F --tls-key F]",
@@ -142,6 +143,10 @@ and write placement and, with the etcd store, entity state.`,
 				cfg.AutoCompactionMode = embed.CompactorModePeriodic
 				cfg.AutoCompactionRetention = compactEvery.String()
 			}
+			if quota < 0 {
+				return usagef("--quota-backend-bytes %d is negative", quota)
+			}
+			cfg.QuotaBackendBytes = quota
 			if err := cfg.Validate(); err != nil {
 				return usagef("etcd configuration: %v", err)
 			}
@@ -190,6 +195,8 @@ and write placement and, with the etcd store, entity state.`,
 	fs.StringVar(&tlsKey, "tls-key", "", "the member's certificate's private key (PEM)")
 	fs.DurationVar(&compactEvery, "auto-compaction-retention", 0,
 		"compact the key history older than this, periodically (etcd's periodic mode); 0 keeps every revision")
+	fs.Int64Var(&quota, "quota-backend-bytes", 0,
+		"the member's space quota in bytes, beyond which etcd refuses writes until compacted and defragmented; 0 is etcd's default (2 GiB)")
 	return cmd
 }
 

@@ -43,6 +43,11 @@ type Config struct {
 	// transfer, and without compaction etcd keeps every revision until its
 	// quota is exhausted.
 	CompactEvery time.Duration
+	// Quota is the etcd members' --quota-backend-bytes (0: etcd's default,
+	// 2 GiB). With the etcd store, the members' database files grow with
+	// the key history kept between compactions and with the transfer
+	// records; a long soak needs more than the default.
+	Quota int64
 }
 
 // DefaultConfig returns a soak of d with the settings scaled to it (see
@@ -50,7 +55,7 @@ type Config struct {
 // every fault kind, idle entities passivated after 15 s, etcd compacted
 // every minute.
 func DefaultConfig(d time.Duration) Config {
-	c := Config{Chaos: chaos.DefaultConfig(), Drain: time.Minute, Rel: 0.2, CompactEvery: time.Minute,
+	c := Config{Chaos: chaos.DefaultConfig(), Drain: time.Minute, Rel: 0.2, CompactEvery: time.Minute, Quota: 8 << 30,
 		IdleTimeout: 15 * time.Second}
 	c.Chaos.Duration = d
 	c.Chaos.PGDatabase = "ordo_soak"
@@ -106,8 +111,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("soak: a window of %v holds fewer than 3 samples every %v", c.Window, c.SampleEvery)
 	case !(c.Rel > 0):
 		return errors.New("soak: the allowed relative growth must be positive")
-	case c.IdleTimeout <= 0 || c.CompactEvery < 0:
-		return errors.New("soak: the idle timeout must be positive and the compaction retention not negative")
+	case c.IdleTimeout <= 0 || c.CompactEvery < 0 || c.Quota < 0:
+		return errors.New("soak: the idle timeout must be positive, and the compaction retention and etcd quota not negative")
 	}
 	return c.Chaos.Validate()
 }
@@ -119,6 +124,9 @@ func (c *Config) chaosConfig(o chaos.Observer) chaos.Config {
 	cc.NodeArgs = append(slices.Clone(cc.NodeArgs), "--pprof", "--idle-timeout", c.IdleTimeout.String())
 	if c.CompactEvery > 0 {
 		cc.EtcdArgs = append(slices.Clone(cc.EtcdArgs), "--auto-compaction-retention", c.CompactEvery.String())
+	}
+	if c.Quota > 0 {
+		cc.EtcdArgs = append(slices.Clone(cc.EtcdArgs), "--quota-backend-bytes", strconv.FormatInt(c.Quota, 10))
 	}
 	// Accounts chosen uniformly: every account's dedup window fills within
 	// seconds, so the dedup entries level off before the window even in a

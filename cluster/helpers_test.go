@@ -10,12 +10,12 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	"github.com/ordo-actors/ordo/placement"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"

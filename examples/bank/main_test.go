@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/inproc"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )

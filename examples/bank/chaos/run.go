@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/netproxy"
 	"github.com/ordo-actors/ordo/internal/ports"
 	"github.com/ordo-actors/ordo/internal/redact"
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/placement"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

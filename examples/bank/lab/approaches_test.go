@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 const howToRun = "start the servers with `eval \"$(examples/bank/lab/lab.sh up)\"` or run `examples/bank/lab/lab.sh test`"

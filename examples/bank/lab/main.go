@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ordo-actors/ordo/placement/etcdembed"
+	"github.com/ordo-actors/ordo/etcdembed"
 )
 
 // Settings are the command's connection and lock settings, passed to every

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 // A member started, used and closed logs nothing above info, and the

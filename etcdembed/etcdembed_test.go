@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 func TestMain(m *testing.M) {

@@ -1,6 +1,6 @@
 // Package ordolab plugs ordo into the lock lab (package lab) as one more
 // approach: the accounts are ledger entities on an in-process ordo cluster
-// (package inproc: 3 nodes, an embedded etcd or the lab's, the etcd or the
+// (package cluster/clustertest: 3 nodes, an embedded etcd or the lab's, the etcd or the
 // PostgreSQL store), and a lab transfer is a transfer saga submitted with
 // ledger.SubmitAndWait.
 //
@@ -33,8 +33,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/history"
-	"github.com/ordo-actors/ordo/examples/bank/inproc"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/examples/bank/workload"
@@ -52,8 +53,8 @@ func Builder(name, store string) lab.Builder {
 			return nil, errors.New("needs --pg (or ORDO_PG_URL)")
 		}
 		ttl := max(time.Second, (s.TTL+time.Second-1)/time.Second*time.Second)
-		return &Approach{name: name, cfg: inproc.Config{Nodes: Nodes, EtcdEndpoints: s.Etcd, Store: store, PG: s.PG,
-			LeaseTTL: ttl}, workers: max(8, s.Concurrency)}, nil
+		return &Approach{name: name, cfg: clustertest.Config{Nodes: Nodes,
+			Kinds: []actors.Kind{ledger.Account, ledger.Transfer}, EtcdEndpoints: s.Etcd, StoreKind: store, PG: s.PG, LeaseTTL: ttl}, workers: max(8, s.Concurrency)}, nil
 	}}
 }
 
@@ -61,10 +62,10 @@ func Builder(name, store string) lab.Builder {
 // Setup, Balances and Close follow lab.Approach's contract.
 type Approach struct {
 	name    string
-	cfg     inproc.Config
+	cfg     clustertest.Config
 	workers int
 
-	cl       *inproc.Cluster
+	cl       *clustertest.Cluster
 	accounts int
 	nonce    string
 	seq      atomic.Int64
@@ -94,7 +95,7 @@ func (a *Approach) Setup(ctx context.Context, accounts int, initial int64) error
 		}
 		a.cl = nil
 	}
-	cl, err := inproc.Start(ctx, a.cfg)
+	cl, err := clustertest.Start(ctx, a.cfg)
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func (a *Approach) pause(account string, d time.Duration) {
 }
 
 // Cluster returns the approach's cluster (nil before Setup).
-func (a *Approach) Cluster() *inproc.Cluster { return a.cl }
+func (a *Approach) Cluster() *clustertest.Cluster { return a.cl }
 
 // Pauses returns how many node pauses the approach has made.
 func (a *Approach) Pauses() int64 { return a.pauses.Load() }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
 	"github.com/ordo-actors/ordo/examples/bank/ordolab"
 	"github.com/ordo-actors/ordo/internal/testutil"
@@ -76,7 +76,7 @@ func TestApproachWithPauses(t *testing.T) {
 			continue
 		}
 		testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
-			if u := inproc.Unserved(n); len(u) > 0 {
+			if u := clustertest.Unserved(n); len(u) > 0 {
 				return fmt.Errorf("%s holds shards %v that it does not serve", n.ID(), u)
 			}
 			return nil

@@ -95,7 +95,7 @@ func TestReadiness(t *testing.T) {
 // goes and the node takes the shard itself.
 func TestReadinessTableDisagrees(t *testing.T) {
 	e := newEnv(t, memory.New(), 8)
-	c, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	c, err := clientv3.New(clientv3.Config{Endpoints: e.cl.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx := testCtx(t)

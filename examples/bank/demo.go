@@ -14,12 +14,12 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/clustertest"
-	"github.com/ordo-actors/ordo/examples/bank/check"
-	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
-	"github.com/ordo-actors/ordo/examples/bank/workload"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/ordo-actors/ordo/robustness/check"
+	"github.com/ordo-actors/ordo/robustness/history"
+	"github.com/ordo-actors/ordo/robustness/workload"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
 )

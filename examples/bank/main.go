@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/placement"
+	"github.com/ordo-actors/ordo/robustness/history"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )

@@ -16,10 +16,10 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/etcdembed"
-	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
+	"github.com/ordo-actors/ordo/robustness/history"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )

@@ -35,11 +35,11 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/clustertest"
-	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/lab"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
-	"github.com/ordo-actors/ordo/examples/bank/workload"
 	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/ordo-actors/ordo/robustness/history"
+	"github.com/ordo-actors/ordo/robustness/workload"
 )
 
 // Nodes is the size of the approach's cluster.

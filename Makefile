@@ -49,7 +49,7 @@ bench:
 ## machine CPU per transfer, into results/bench/; starts PostgreSQL. BENCH_DURATION per approach and concurrency.
 BENCH_DURATION ?= 10s
 bench-bank:
-	BENCH_DURATION=$(BENCH_DURATION) bash examples/bank/lab/bench.sh
+	BENCH_DURATION=$(BENCH_DURATION) bash lab/bench.sh
 
 ## lint: staticcheck at a pinned version.
 lint:
@@ -65,7 +65,7 @@ fuzz:
 
 ## lab: the lock lab (Redis, Redlock, etcd, ZooKeeper, PostgreSQL locks vs ordo); installs and starts its servers.
 lab:
-	bash examples/bank/lab/lab.sh
+	bash lab/lab.sh
 
 ## chaos: a few minutes of mixed faults on a multi-process bank, for both stores.
 chaos:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ordo-actors/ordo/examples/bank/lab"
+	"github.com/ordo-actors/ordo/lab"
 )
 
 const procStat = `cpu  24318 7 6534 23711 113 3 90 35 11 4

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/ordo-actors/ordo/examples/bank/lab"
+	"github.com/ordo-actors/ordo/lab"
 )
 
 // Fault selects how Memory misbehaves on every Every-th transfer.

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/etcdembed"
-	"github.com/ordo-actors/ordo/examples/bank/lab"
+	"github.com/ordo-actors/ordo/lab"
 )
 
-const howToRun = "start the servers with `eval \"$(examples/bank/lab/lab.sh up)\"` or run `examples/bank/lab/lab.sh test`"
+const howToRun = "start the servers with `eval \"$(lab/lab.sh up)\"` or run `lab/lab.sh test`"
 
 // server returns the addresses in env, skipping the test when they are
 // unset or unreachable, or failing it when ORDO_REQUIRE_LAB=1.

@@ -1,8 +1,8 @@
 // Package ordolab plugs ordo into the lock lab (package lab) as one more
 // approach: the accounts are ledger entities on an in-process ordo cluster
-// (package cluster/clustertest: 3 nodes, an embedded etcd or the lab's, the etcd or the
-// PostgreSQL store), and a lab transfer is a transfer saga submitted with
-// ledger.SubmitAndWait.
+// (package clustertest: 3 nodes, an embedded etcd or the lab's, the etcd
+// or the PostgreSQL store), and a lab transfer is a transfer saga
+// submitted with ledger.SubmitAndWait.
 //
 // # Pauses
 //
@@ -35,8 +35,8 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/clustertest"
-	"github.com/ordo-actors/ordo/examples/bank/lab"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/lab"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/ordo-actors/ordo/robustness/history"
 	"github.com/ordo-actors/ordo/robustness/workload"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs the lock lab: installs and starts the servers the lock baselines need
 # (5 redis-server, ZooKeeper, PostgreSQL 15; etcd is embedded in the lab
-# process), runs the lab, and stops what it started.
+# process), runs the lab through `bank bench` (every lock approach, and
+# ordo on the etcd and the PostgreSQL store), and stops what it started.
 #
 #   lab.sh [--smoke] [lab flags...]   start, run the lab, stop
-#   lab.sh test [go test flags...]    start, go test ./examples/bank/lab/... with
+#   lab.sh test [go test flags...]    start, go test ./lab/... with
 #                                     ORDO_REQUIRE_LAB=1, stop
 #   lab.sh up [pg]                    start and print the environment to export
 #                                     (with pg: PostgreSQL only)
@@ -12,13 +13,13 @@
 #
 # --smoke is a seconds-long run with no stalls that fails unless every
 # approach completes transfers and passes conservation and exactly-once.
-# Any other flags go to the lab (see `go run ./examples/bank/lab/cmd/lab -h`),
+# Any other flags go to the lab (see `go run ./examples/bank bench -h`),
 # e.g. lab.sh --approaches redis,etcd --duration 5s --stall-prob 0.05.
 #
 # Environment: LAB_STATE (state dir, default /tmp/ordo-lab), LAB_REDIS_PORTS
 # (default "6391 6392 6393 6394 6395"), LAB_ZK_PORT (default 2191).
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 
 STATE=${LAB_STATE:-/tmp/ordo-lab}
 REDIS_PORTS=${LAB_REDIS_PORTS:-"6391 6392 6393 6394 6395"}
@@ -170,7 +171,7 @@ test)
 	trap down EXIT
 	up
 	ORDO_REDIS_ADDRS=$(redis_addrs) ORDO_ZK_ADDRS=127.0.0.1:$ZK_PORT ORDO_PG_URL=$PG_URL ORDO_REQUIRE_LAB=1 \
-		go test -race -count=1 "$@" ./examples/bank/lab/...
+		go test -race -count=1 "$@" ./lab/...
 	;;
 *)
 	args=()
@@ -180,7 +181,7 @@ test)
 	fi
 	trap down EXIT
 	up
-	go run ./examples/bank/lab/cmd/lab \
+	go run ./examples/bank bench \
 		--redis "$(redis_addrs)" --zk "127.0.0.1:$ZK_PORT" --pg "$PG_URL" \
 		"${args[@]}" "$@"
 	;;

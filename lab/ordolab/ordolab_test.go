@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/cluster/clustertest"
-	"github.com/ordo-actors/ordo/examples/bank/lab"
-	"github.com/ordo-actors/ordo/examples/bank/ordolab"
 	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/lab"
+	"github.com/ordo-actors/ordo/lab/ordolab"
 )
 
 // The ordo approach under the lab's pauses: transfers carrying a pause

@@ -46,15 +46,16 @@
 //
 // # Running
 //
-// Main is the command entry point the bank command calls; until then
-// cmd/lab wraps it. lab.sh installs and starts the servers (5 Redis on
-// 127.0.0.1:6391-6395, ZooKeeper on 127.0.0.1:2191, PostgreSQL 15; etcd is
-// embedded), runs the lab and stops what it started:
+// Main is the command entry point: `bank bench` calls it with ordo's
+// approaches (package ordolab) as extra Builders. lab.sh installs and
+// starts the servers (5 Redis on 127.0.0.1:6391-6395, ZooKeeper on
+// 127.0.0.1:2191, PostgreSQL 15; etcd is embedded), runs `bank bench` and
+// stops what it started:
 //
-//	examples/bank/lab/lab.sh --smoke                    # CI: seconds, no pauses, --check
-//	examples/bank/lab/lab.sh --stall-prob 0.02 --ttl 1s --stall 3s
-//	examples/bank/lab/lab.sh test                       # the tests, servers required
-//	eval "$(examples/bank/lab/lab.sh up)"; go test ./examples/bank/lab/...; examples/bank/lab/lab.sh down
+//	lab/lab.sh --smoke                    # seconds, no pauses, --check
+//	lab/lab.sh --stall-prob 0.02 --ttl 1s --stall 3s
+//	lab/lab.sh test                       # the tests, servers required
+//	eval "$(lab/lab.sh up)"; go test ./lab/...; lab/lab.sh down
 //
 // --concurrency takes a list (32,256): every selected approach runs at each
 // concurrency in turn. Results go to results/lab/ (results.md with a table

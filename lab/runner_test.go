@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/lab"
-	"github.com/ordo-actors/ordo/examples/bank/lab/labtest"
+	"github.com/ordo-actors/ordo/lab"
+	"github.com/ordo-actors/ordo/lab/labtest"
 	"go.uber.org/goleak"
 )
 

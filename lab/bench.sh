@@ -15,16 +15,16 @@
 # Environment: BENCH_DURATION (per approach and concurrency, default 10s),
 # BENCH_SEED (default 1), BENCH_OUT (default results/bench).
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-10s}
 SEED=${BENCH_SEED:-1}
 OUT=${BENCH_OUT:-results/bench}
 APPROACHES=pg-row,ordo-pg,ordo,etcd
 
-eval "$(bash examples/bank/lab/lab.sh up pg)"
+eval "$(bash lab/lab.sh up pg)"
 bin=$(mktemp -d)
-trap 'rm -rf "$bin"; bash examples/bank/lab/lab.sh down >/dev/null 2>&1 || true' EXIT
+trap 'rm -rf "$bin"; bash lab/lab.sh down >/dev/null 2>&1 || true' EXIT
 go build -o "$bin/bank" ./examples/bank
 
 mkdir -p "$OUT"

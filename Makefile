@@ -49,7 +49,7 @@ bench:
 ## machine CPU per transfer, into results/bench/; starts PostgreSQL. BENCH_DURATION per approach and concurrency.
 BENCH_DURATION ?= 10s
 bench-bank:
-	BENCH_DURATION=$(BENCH_DURATION) bash examples/bank/lab/bench.sh
+	BENCH_DURATION=$(BENCH_DURATION) bash lab/bench.sh
 
 ## lint: staticcheck at a pinned version.
 lint:
@@ -65,16 +65,16 @@ fuzz:
 
 ## lab: the lock lab (Redis, Redlock, etcd, ZooKeeper, PostgreSQL locks vs ordo); installs and starts its servers.
 lab:
-	bash examples/bank/lab/lab.sh
+	bash lab/lab.sh
 
 ## chaos: a few minutes of mixed faults on a multi-process bank, for both stores.
 chaos:
-	bash examples/bank/chaos/chaos.sh
+	bash robustness/chaos/chaos.sh
 
 ## soak: a 30-minute soak of the multi-process bank per store (SOAK_DURATION, SOAK_STORES): steady load, a fault every
 ## 3 minutes, every node's resources sampled each minute; fails if the check fails or a series grows (soak.md in /tmp/ordo-soak/STORE).
 soak:
-	bash examples/bank/soak/soak.sh
+	bash robustness/soak/soak.sh
 
 ## mutants: break each safety guard in turn (tools/mutants), run its package's tests, and fail if a mutant survives.
 ## Takes minutes; not part of `make test`. MUTANTS='-run actors/' selects some; the PostgreSQL ones need ORDO_PG_URL.

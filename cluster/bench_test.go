@@ -84,42 +84,15 @@ type benchEnv struct {
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
-	t := &testing.T{}
-	_ = t
-	e := &env{etcd: startEtcd(b), store: memory.New(), shards: 16,
-		prefix: fmt.Sprintf("/ordo/bench-%d", prefixSeq.Add(1)), faults: &cluster.GossipFaults{}}
-	for i := 0; i < 2; i++ {
-		cfg := e.config(fmt.Sprintf("n%d", i+1))
-		n, err := cluster.New(cfg, counterKind)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		e.nodes = append(e.nodes, n)
-		b.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_ = n.Shutdown(ctx)
-		})
-	}
-	testutil.Eventually(b, 30*time.Second, 20*time.Millisecond, func() error {
-		total := 0
-		for _, n := range e.nodes {
-			total += len(n.Owned())
-		}
-		if total != int(e.shards) {
-			return fmt.Errorf("%d shards owned", total)
-		}
-		return nil
-	})
+	e := newEnv(b, memory.New(), 16)
+	e.startN(2)
+	e.settled(e.nodes...)
 	return &benchEnv{e}
 }
 
 func (e *benchEnv) dialB(b *testing.B) actors.Invoker {
 	cfg := e.clientConfig()
-	c, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
+	c, err := cluster.Dial(context.Background(), e.cl.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -133,12 +106,11 @@ func (e *benchEnv) dialB(b *testing.B) actors.Invoker {
 // startMembership (probe 500ms, suspicion ×3). Run: go test -run '^$'
 // -bench Failover -benchtime 10x ./cluster/
 func BenchmarkFailover(b *testing.B) {
-	e := &env{etcd: startEtcd(b), shards: 64, prefix: fmt.Sprintf("/ordo/bench-fo-%d", prefixSeq.Add(1)),
-		faults: &cluster.GossipFaults{}, store: memory.New()}
+	e := newEnv(b, memory.New(), 64)
 	prod := func(id string) cluster.Config {
 		cfg := cluster.DefaultConfig()
 		cfg.NodeID = id
-		cfg.EtcdEndpoints = e.etcd.Endpoints()
+		cfg.EtcdEndpoints = e.cl.Endpoints()
 		cfg.Store = e.store
 		cfg.Placement.Prefix = e.prefix
 		cfg.Placement.Shards = e.shards
@@ -170,7 +142,7 @@ func BenchmarkFailover(b *testing.B) {
 		}
 	}()
 	cfg := e.clientConfig()
-	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
+	client, err := cluster.Dial(context.Background(), e.cl.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -230,15 +202,10 @@ func BenchmarkFailover(b *testing.B) {
 // included) of each handoff window: the longest time an entity was
 // unavailable to its callers. Run with -benchtime 10x.
 func BenchmarkHandoff(b *testing.B) {
-	e := &env{etcd: startEtcd(b), shards: 64, prefix: fmt.Sprintf("/ordo/bench-ho-%d", prefixSeq.Add(1)),
-		faults: &cluster.GossipFaults{}, store: memory.New()}
+	e := newEnv(b, memory.New(), 64)
 	start := func(id string) *cluster.Node {
-		cfg := e.config(id)
-		n, err := cluster.New(cfg, counterKind)
+		n, err := e.cl.StartNode(context.Background(), e.config(id), counterKind)
 		if err != nil {
-			b.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		return n
@@ -254,7 +221,7 @@ func BenchmarkHandoff(b *testing.B) {
 		}
 	}()
 	cfg := e.clientConfig()
-	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
+	client, err := cluster.Dial(context.Background(), e.cl.Endpoints(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func startAdminNodes(e *env, n int) []*cluster.Node {
 	return e.nodes
 }
 
-func getJSON(t *testing.T, url string, v any) int {
+func getJSON(t testing.TB, url string, v any) int {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)

@@ -4,22 +4,17 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
-	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
-	"github.com/ordo-actors/ordo/placement"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/testpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
 )
 
 func TestMain(m *testing.M) {
@@ -35,20 +30,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).Authenticate"),
 	)
 }
-
-func startEtcd(t testing.TB) *etcdembed.Server {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-var prefixSeq atomic.Int64
 
 // testCA is the throw-away CA of the test clusters: their nodes and
 // clients talk mutual TLS with certificates it issues.
@@ -79,11 +60,12 @@ func clientTLS(name string) *ordotls.Material {
 	return m
 }
 
-// env is one test cluster: an etcd, a store, a prefix, and nodes. Its
-// nodes and clients talk mutual TLS (testCA), or plaintext if insecure.
+// env is one test cluster (clustertest) and the nodes a test started in
+// it, in start order. Its nodes and clients talk mutual TLS (testCA), or
+// plaintext if insecure; their gossip goes through faults.
 type env struct {
-	t        *testing.T
-	etcd     *etcdembed.Server
+	t        testing.TB
+	cl       *clustertest.Cluster
 	store    persistence.Store
 	prefix   string
 	shards   uint32
@@ -96,47 +78,35 @@ type env struct {
 
 // newEnv starts an etcd; with a nil store, the cluster keeps its entities
 // in that etcd (the etcd store, as a real deployment would).
-func newEnv(t *testing.T, store persistence.Store, shards uint32) *env {
-	e := &env{t: t, etcd: startEtcd(t), store: store, shards: shards,
-		prefix: fmt.Sprintf("/ordo/test-%d", prefixSeq.Add(1)), faults: &cluster.GossipFaults{}}
-	var err error
-	if e.gossipKey, err = cluster.GenerateGossipKey(); err != nil {
+func newEnv(t testing.TB, store persistence.Store, shards uint32) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := clustertest.Start(ctx, clustertest.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Store: store,
+		Shards: shards, Logger: testutil.Logger(), CA: testCA()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if store == nil {
-		c, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := cl.Close(ctx); err != nil {
+			t.Error(err)
 		}
-		cfg := etcdstore.DefaultConfig()
-		cfg.Prefix = e.prefix + "/store/"
-		st, err := etcdstore.New(c, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.store = st
-		t.Cleanup(func() { st.Close(); c.Close() })
-	}
-	return e
+	})
+	return &env{t: t, cl: cl, store: cl.Store(), prefix: cl.Prefix(), shards: cl.Shards(),
+		faults: &cluster.GossipFaults{}, gossipKey: cl.GossipKeys()[0]}
 }
 
 func (e *env) config(id string) cluster.Config {
-	cfg := cluster.DefaultLocalConfig()
-	cfg.NodeID = id
-	cfg.EtcdEndpoints = e.etcd.Endpoints()
-	cfg.Store = e.store
-	cfg.Placement.Prefix = e.prefix
-	cfg.Placement.Shards = e.shards
-	cfg.Logger = testutil.Logger()
+	e.t.Helper()
+	cfg, err := e.cl.NodeConfig(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	cfg.GossipFaults = e.faults
 	if e.insecure {
-		cfg.Insecure = true
-	} else {
-		cfg.TLS = nodeTLS(id)
-	}
-	cfg.GossipKeys = [][]byte{e.gossipKey}
-	if len(e.nodes) > 0 {
-		cfg.Join = []string{e.nodes[0].GossipAddr()}
+		cfg.TLS, cfg.Insecure = nil, true
 	}
 	return cfg
 }
@@ -144,13 +114,13 @@ func (e *env) config(id string) cluster.Config {
 // clientConfig returns the configuration of a client of the cluster,
 // named "client" by its certificate.
 func (e *env) clientConfig() cluster.ClientConfig {
-	cfg := cluster.DefaultClientConfig()
-	cfg.Prefix = e.prefix
-	cfg.Logger = testutil.Logger()
+	e.t.Helper()
+	cfg, err := e.cl.ClientConfig("client")
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if e.insecure {
-		cfg.Insecure = true
-	} else {
-		cfg.TLS = clientTLS("client")
+		cfg.TLS, cfg.Insecure = nil, true
 	}
 	return cfg
 }
@@ -160,16 +130,14 @@ func (e *env) start(cfg cluster.Config) *cluster.Node {
 	return e.startKinds(cfg, counterKind)
 }
 
-// startKinds starts a node that hosts kinds.
+// startKinds starts a node that hosts kinds; the test's cleanup shuts it
+// down.
 func (e *env) startKinds(cfg cluster.Config, kinds ...actors.Kind) *cluster.Node {
 	e.t.Helper()
-	n, err := cluster.New(cfg, kinds...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := n.Start(ctx); err != nil {
+	n, err := e.cl.StartNode(ctx, cfg, kinds...)
+	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.nodes = append(e.nodes, n)
@@ -187,48 +155,21 @@ func (e *env) startN(n int) {
 	}
 }
 
-// settled waits until the running nodes own every shard between them,
-// each shard once.
+// settled waits until nodes own every shard between them, each shard once
+// (clustertest.Settled).
 func (e *env) settled(nodes ...*cluster.Node) {
 	e.t.Helper()
 	testutil.Eventually(e.t, 30*time.Second, 20*time.Millisecond, func() error {
-		seen := map[uint32]string{}
-		for _, n := range nodes {
-			for s := range n.Owned() {
-				if other, dup := seen[s]; dup {
-					return fmt.Errorf("shard %d owned by %s and %s", s, other, n.ID())
-				}
-				seen[s] = n.ID()
-			}
-		}
-		if len(seen) != int(e.shards) {
-			return fmt.Errorf("%d of %d shards owned", len(seen), e.shards)
-		}
-		return nil
+		return clustertest.Settled(e.shards, nodes...)
 	})
 }
 
-// converged waits until every shard is owned by its desired owner over
-// nodes (placement.Desired over their IDs) and by no other node: shards
-// stop moving once every node sees the same live set. settled alone also
-// holds midway through handoffs, for instance while a node that joined
-// still holds free shards it took before it knew its peers.
+// converged waits until every shard is with its desired owner over nodes
+// and no other (clustertest.Converged).
 func (e *env) converged(nodes ...*cluster.Node) {
 	e.t.Helper()
-	var ids []string
-	for _, n := range nodes {
-		ids = append(ids, n.ID())
-	}
 	testutil.Eventually(e.t, 30*time.Second, 20*time.Millisecond, func() error {
-		for s := uint32(0); s < e.shards; s++ {
-			want := placement.Desired(s, ids)
-			for _, n := range nodes {
-				if _, owns := n.Owned()[s]; owns != (n.ID() == want) {
-					return fmt.Errorf("shard %d: %s owns it: %v; desired owner %s", s, n.ID(), owns, want)
-				}
-			}
-		}
-		return nil
+		return clustertest.Converged(e.shards, nodes...)
 	})
 }
 
@@ -237,7 +178,7 @@ func (e *env) dial() *cluster.Client {
 	cfg := e.clientConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := cluster.Dial(ctx, e.etcd.Endpoints(), cfg)
+	c, err := cluster.Dial(ctx, e.cl.Endpoints(), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

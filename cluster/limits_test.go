@@ -133,7 +133,7 @@ func TestLimitOverloadRetryAfterAndMaxAttempts(t *testing.T) {
 	ccfg.TLS = clientTLS("limits")
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
-	client, err := cluster.Dial(dctx, e.etcd.Endpoints(), ccfg)
+	client, err := cluster.Dial(dctx, e.cl.Endpoints(), ccfg)
 	require.NoError(t, err)
 	defer client.Close()
 	ref := kind.Ref("b")
@@ -184,7 +184,7 @@ func TestLimitNoOwnerWaitIsNotAnAttempt(t *testing.T) {
 	ccfg.TLS = clientTLS("limits")
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
-	client, err := cluster.Dial(dctx, e.etcd.Endpoints(), ccfg)
+	client, err := cluster.Dial(dctx, e.cl.Endpoints(), ccfg)
 	require.NoError(t, err)
 	defer client.Close()
 

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/placement"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -95,7 +95,7 @@ func TestReadiness(t *testing.T) {
 // goes and the node takes the shard itself.
 func TestReadinessTableDisagrees(t *testing.T) {
 	e := newEnv(t, memory.New(), 8)
-	c, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	c, err := clientv3.New(clientv3.Config{Endpoints: e.cl.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx := testCtx(t)

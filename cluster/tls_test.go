@@ -76,7 +76,7 @@ func TestTLSOutsidersRefused(t *testing.T) {
 	} {
 		cfg := e.clientConfig()
 		set(&cfg)
-		c, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), cfg)
+		c, err := cluster.Dial(context.Background(), e.cl.Endpoints(), cfg)
 		require.NoError(t, err)
 		err = addWithin(c, "a", time.Second)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "%s", name)
@@ -214,7 +214,7 @@ func TestTLSFilesReload(t *testing.T) {
 	ccfg := e.clientConfig()
 	ccfg.TLS = clientFiles
 	dial := func() *cluster.Client {
-		c, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), ccfg)
+		c, err := cluster.Dial(context.Background(), e.cl.Endpoints(), ccfg)
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		return c
@@ -318,11 +318,11 @@ func TestInsecureCluster(t *testing.T) {
 	e.converged(n1, n2)
 	ccfg := e.clientConfig()
 	ccfg.Insecure = false
-	_, err = cluster.Dial(context.Background(), e.etcd.Endpoints(), ccfg)
+	_, err = cluster.Dial(context.Background(), e.cl.Endpoints(), ccfg)
 	require.ErrorContains(t, err, "set TLS (mutual TLS, see package ordotls) or Insecure")
 	ccfg.Insecure = true
 	ccfg.Logger = slog.New(rec)
-	client, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), ccfg)
+	client, err := cluster.Dial(context.Background(), e.cl.Endpoints(), ccfg)
 	require.NoError(t, err)
 	defer client.Close()
 	for i := 0; i < 20; i++ {
@@ -342,7 +342,7 @@ func TestInsecureCluster(t *testing.T) {
 	// A TLS client is refused by plaintext nodes.
 	tcfg := ccfg
 	tcfg.Insecure, tcfg.TLS = false, clientTLS("client")
-	tc, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), tcfg)
+	tc, err := cluster.Dial(context.Background(), e.cl.Endpoints(), tcfg)
 	require.NoError(t, err)
 	defer tc.Close()
 	require.ErrorIs(t, addWithin(tc, "c0", time.Second), context.DeadlineExceeded)
@@ -356,6 +356,6 @@ func TestTLSAndInsecure(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "both")
 	ccfg := e.clientConfig()
 	ccfg.Insecure = true
-	_, err := cluster.Dial(context.Background(), e.etcd.Endpoints(), ccfg)
+	_, err := cluster.Dial(context.Background(), e.cl.Endpoints(), ccfg)
 	require.True(t, err != nil && strings.Contains(err.Error(), "both"), "Dial: %v", err)
 }

@@ -62,7 +62,7 @@ func TestTracingCrossesNodes(t *testing.T) {
 	ccfg.TracerProvider = tr["client"].tp
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	client, err := cluster.Dial(ctx, e.etcd.Endpoints(), ccfg)
+	client, err := cluster.Dial(ctx, e.cl.Endpoints(), ccfg)
 	require.NoError(t, err)
 	defer client.Close()
 	a, b := ownedBy(t, e.nodes[0], traceKind, e.shards), ownedBy(t, e.nodes[1], traceKind, e.shards)

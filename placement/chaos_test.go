@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 // safetyHost checks, whenever its node acquires a shard, that no other node

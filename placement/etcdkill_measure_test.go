@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 // measureLog is a timeline of what the node and its etcd client did,

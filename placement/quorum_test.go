@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/placement"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 func TestEtcdLeaderAndQuorumLoss(t *testing.T) {

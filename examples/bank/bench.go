@@ -6,8 +6,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ordo-actors/ordo/examples/bank/lab"
-	"github.com/ordo-actors/ordo/examples/bank/ordolab"
+	"github.com/ordo-actors/ordo/lab"
+	"github.com/ordo-actors/ordo/lab/ordolab"
 	"github.com/spf13/cobra"
 )
 
@@ -15,7 +15,7 @@ func newBenchCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "bench [lab flags]",
 		Short: "Run the lock lab with ordo as one more approach (ordo, and ordo-pg with --pg)",
-		Long: `bench runs the lock lab (package examples/bank/lab) on one workload: the
+		Long: `bench runs the lock lab (package lab) on one workload: the
 lock-based approaches it selects (--approaches, default all) and ordo on an
 in-process 3-node cluster ("ordo": the etcd store; "ordo-pg": the PostgreSQL
 store, added when --pg or ORDO_PG_URL is set). Every flag is the lab's; see

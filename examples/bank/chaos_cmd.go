@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ordo-actors/ordo/examples/bank/chaos"
+	"github.com/ordo-actors/ordo/robustness/chaos"
 	"github.com/spf13/cobra"
 )
 

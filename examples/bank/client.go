@@ -12,10 +12,10 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
-	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
-	"github.com/ordo-actors/ordo/examples/bank/workload"
 	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/ordo-actors/ordo/robustness/history"
+	"github.com/ordo-actors/ordo/robustness/workload"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )

@@ -12,12 +12,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/check"
-	"github.com/ordo-actors/ordo/examples/bank/history"
-	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
-	"github.com/ordo-actors/ordo/examples/bank/workload"
+	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/ordo-actors/ordo/robustness/check"
+	"github.com/ordo-actors/ordo/robustness/history"
+	"github.com/ordo-actors/ordo/robustness/workload"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -163,7 +165,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "bank demo: %d nodes, %s store, %d accounts × %d, %d clients for %v, zipf %.2f, seed %d\n",
 		o.nodes, o.store, o.wl.Accounts, o.balance, o.wl.Concurrency, o.wl.Duration, o.wl.Zipf, o.wl.Seed)
 
-	icfg := inproc.Config{Nodes: o.nodes, Store: o.store, PG: o.pg, UnsafeNoFsync: o.noFsync, Logger: logger(o.verbose, stderr)}
+	icfg := clustertest.Config{Nodes: o.nodes, Kinds: []actors.Kind{ledger.Account, ledger.Transfer}, StoreKind: o.store, PG: o.pg, UnsafeNoFsync: o.noFsync, Logger: logger(o.verbose, stderr)}
 	if o.trace != "" {
 		var w io.Writer
 		if o.trace == "-" {
@@ -192,7 +194,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if o.dash {
 		icfg.AdminAddr = "127.0.0.1:0"
 	}
-	cl, err := inproc.Start(sctx, icfg)
+	cl, err := clustertest.Start(sctx, icfg)
 	cancel()
 	if err != nil {
 		return err
@@ -266,7 +268,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	defer cancel()
 	rep, err := workload.Verify(vctx, cl.Client(), ops, workload.VerifyConfig{Accounts: o.wl.Accounts,
 		InitialBalance: o.balance, LinTimeout: 15 * time.Second, VisualizationPath: os.TempDir() + "/bank-demo-porcupine.html",
-		Journal: cl.Journal()})
+		Journal: cl.Store().(persistence.Journal)})
 	if err != nil {
 		return err
 	}
@@ -274,7 +276,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	hot := history.AccountName(0)
 	if b, err := bankpb.NewAccountServiceClient(cl.Client()).GetBalance(vctx, hot, &bankpb.GetBalance{}); err != nil {
 		return fmt.Errorf("balance of %s: %w", hot, err)
-	} else if s, err := ledger.BuildStatements(vctx, cl.Journal(), hot, nil, nil); err != nil {
+	} else if s, err := ledger.BuildStatements(vctx, cl.Store().(persistence.Journal), hot, nil, nil); err != nil {
 		return fmt.Errorf("statement of %s: %w", hot, err)
 	} else {
 		fmt.Fprintf(stdout, "\nSTATEMENT of %s (bank statement --account %s --limit 8)\n", hot, hot)
@@ -298,24 +300,24 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 }
 
 // printDashboards prints the dashboard URL of every running node.
-func printDashboards(w io.Writer, cl *inproc.Cluster) {
-	nodes := cl.Nodes()
-	for i, u := range cl.AdminURLs() {
+func printDashboards(w io.Writer, cl *clustertest.Cluster) {
+	urls := cl.AdminURLs()
+	for i, n := range cl.Nodes() {
 		switch {
-		case u == "":
-		case i < len(nodes) && nodes[i] != nil && nodes[i].Healthy():
-			fmt.Fprintf(w, "  dashboard of %s: %s\n", inproc.NodeID(i), u)
+		case i >= len(urls) || urls[i] == "":
+		case n.Healthy():
+			fmt.Fprintf(w, "  dashboard of %s: %s\n", n.ID(), urls[i])
 		default:
-			fmt.Fprintf(w, "  %s is down (crashed, and the run ended before its restart)\n", inproc.NodeID(i))
+			fmt.Fprintf(w, "  %s is down (crashed, and the run ended before its restart)\n", n.ID())
 		}
 	}
 }
 
 // crashAndRestart kills the last node at start+at, measures how long its
 // entities take to answer again, then restarts it under the same ID.
-func crashAndRestart(ctx context.Context, cl *inproc.Cluster, start time.Time, at time.Duration, accounts int) failover {
+func crashAndRestart(ctx context.Context, cl *clustertest.Cluster, start time.Time, at time.Duration, accounts int) failover {
 	victimIdx := len(cl.Nodes()) - 1
-	fo := failover{victim: inproc.NodeID(victimIdx)}
+	fo := failover{victim: cl.Node(victimIdx).ID()}
 	t := time.NewTimer(time.Until(start.Add(at)))
 	select {
 	case <-ctx.Done():

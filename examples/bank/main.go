@@ -7,9 +7,14 @@
 //	go run ./examples/bank node …           # one ordo node
 //	go run ./examples/bank open|transfer|balance|transfer-status …
 //	go run ./examples/bank statement …      # an account's events with running balances
-//	go run ./examples/bank load …           # the workload, writing a history
-//	go run ./examples/bank check …          # resolve, read balances, check the history
-//	go run ./examples/bank bench …          # the lock lab with ordo as one more approach
+//
+// It also runs the tools that test the bank, which live outside it:
+//
+//	go run ./examples/bank load …           # the workload, writing a history (robustness/workload)
+//	go run ./examples/bank check …          # resolve, read balances, check the history (robustness/check)
+//	go run ./examples/bank chaos …          # real processes under seeded faults (robustness/chaos)
+//	go run ./examples/bank soak …           # a long chaos run sampling every process (robustness/soak)
+//	go run ./examples/bank bench …          # the lock lab with ordo as one more approach (lab)
 //
 // Exit codes: 0 success, 1 failure (including a check that found a
 // violation), 2 bad usage (flags, arguments).
@@ -28,8 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/history"
 	"github.com/ordo-actors/ordo/placement"
+	"github.com/ordo-actors/ordo/robustness/history"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/history"
-	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
+	"github.com/ordo-actors/ordo/robustness/history"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
@@ -169,7 +170,7 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := inproc.Start(ctx, inproc.Config{Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 32, CA: ca})
+	cl, err := clustertest.Start(ctx, clustertest.Config{Kinds: []actors.Kind{ledger.Account, ledger.Transfer}, Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 32, CA: ca})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestScheduledTransferEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := inproc.Start(ctx, inproc.Config{Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16, CA: ca})
+	cl, err := clustertest.Start(ctx, clustertest.Config{Kinds: []actors.Kind{ledger.Account, ledger.Transfer}, Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16, CA: ca})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ordo-actors/ordo/examples/bank/soak"
+	"github.com/ordo-actors/ordo/robustness/soak"
 	"github.com/spf13/cobra"
 )
 

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/ordotls"
-	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -43,7 +43,7 @@ func TestTransferIsOneTrace(t *testing.T) {
 		exps[p] = tracetest.NewInMemoryExporter()
 		tps[p] = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exps[p]))
 	}
-	cl, err := inproc.Start(ctx, inproc.Config{Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16,
+	cl, err := clustertest.Start(ctx, clustertest.Config{Kinds: []actors.Kind{ledger.Account, ledger.Transfer}, Nodes: 3, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16,
 		Tracing: func(p string) trace.TracerProvider { return tps[p] }})
 	require.NoError(t, err)
 	defer func() {
@@ -55,15 +55,7 @@ func TestTransferIsOneTrace(t *testing.T) {
 
 	// Shards stop moving once each is with its desired owner.
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
-		ids := []string{"n1", "n2", "n3"}
-		for s := uint32(0); s < cl.Shards(); s++ {
-			for i, n := range cl.Nodes() {
-				if _, owns := n.Owned()[s]; owns != (ids[i] == placement.Desired(s, ids)) {
-					return fmt.Errorf("shard %d: %s owns it: %v", s, ids[i], owns)
-				}
-			}
-		}
-		return nil
+		return clustertest.Converged(cl.Shards(), cl.Nodes()...)
 	})
 	// The source on n1, the destination on n2; the transfer enters at n3.
 	account := func(node int) string {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence/memory"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 

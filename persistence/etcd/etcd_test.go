@@ -15,10 +15,10 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	"github.com/ordo-actors/ordo/persistence/storetest"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 // One embedded etcd member, with a real etcd's default limits, serves every

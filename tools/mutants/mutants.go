@@ -577,18 +577,18 @@ var mutants = []Mutant{
 	{
 		Name:  "check/statements-transfers",
 		Guard: "bank check: every transfer appears in the statements as its outcome says",
-		File:  "examples/bank/check/statements.go",
+		File:  "robustness/check/statements.go",
 		Orig:  `if msg := transferEntries(t, byTransfer[t.op.ID]); msg != "" {`,
 		Repl:  `if msg := transferEntries(t, byTransfer[t.op.ID]); false && msg != "" {`,
-		Pkgs:  []string{"./examples/bank/check"},
+		Pkgs:  []string{"./robustness/check"},
 	},
 	{
 		Name:  "check/conservation",
 		Guard: "S5: the checker reports money created or lost",
-		File:  "examples/bank/check/check.go",
+		File:  "robustness/check/check.go",
 		Orig:  `if sum != want || missing > 0 {`,
 		Repl:  `if missing > 0 {`,
-		Pkgs:  []string{"./examples/bank/check"},
+		Pkgs:  []string{"./robustness/check"},
 	},
 	// ---- ordotls and the transport: mutual TLS ----
 	{

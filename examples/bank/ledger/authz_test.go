@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
-	"github.com/ordo-actors/ordo/examples/bank/inproc"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
@@ -20,7 +20,7 @@ import (
 func TestClientCannotCreditDirectly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := inproc.Start(ctx, inproc.Config{Nodes: 2, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16})
+	cl, err := clustertest.Start(ctx, clustertest.Config{Kinds: []actors.Kind{ledger.Account, ledger.Transfer}, Nodes: 2, Dir: t.TempDir(), UnsafeNoFsync: true, Shards: 16})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, cl.Close(ctx)) }()
 	accounts := bankpb.NewAccountServiceClient(cl.Client())

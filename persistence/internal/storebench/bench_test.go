@@ -14,12 +14,12 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
 	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
-	"github.com/ordo-actors/ordo/placement/etcdembed"
 )
 
 var (

@@ -1,0 +1,267 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/lab"
+	"github.com/ordo-actors/ordo/lab/labtest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func shortWorkload(seed uint64) lab.Workload {
+	w := lab.DefaultWorkload()
+	w.Accounts = 8
+	w.Duration = 200 * time.Millisecond
+	w.Concurrency = 4
+	w.Seed = seed
+	return w
+}
+
+func TestRunCorrectApproachPasses(t *testing.T) {
+	for _, zipf := range []float64{0, 0.8, 1.5} {
+		w := shortWorkload(7)
+		w.Zipf = zipf
+		w.IdleSample = 20 * time.Millisecond
+		r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{}), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Passed() || r.OK == 0 || r.Unknown != 0 || r.Aborted != 0 {
+			t.Fatalf("zipf %v seed %d: correct approach did not pass: %+v", zipf, w.Seed, r)
+		}
+		if r.P50 <= 0 || r.P99 < r.P50 || r.Throughput <= 0 {
+			t.Fatalf("zipf %v: bad latency or throughput: %+v", zipf, r)
+		}
+		checkCPU(t, r)
+	}
+}
+
+// checkCPU requires the machine's CPU time to be measured on Linux (the
+// workers keep a core busy, so it is positive) and reported as unavailable
+// elsewhere.
+func checkCPU(t *testing.T, r lab.Result) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		if r.CPUError == "" || r.CPUSeconds != 0 {
+			t.Fatalf("CPU time off Linux: %v s, error %q", r.CPUSeconds, r.CPUError)
+		}
+		return
+	}
+	if r.CPUError != "" || r.CPUSeconds <= 0 {
+		t.Fatalf("CPU time not measured: %v s, error %q", r.CPUSeconds, r.CPUError)
+	}
+	if want := r.CPUSeconds * 1000 / float64(r.OK); r.CPUPer1000 != want {
+		t.Fatalf("CPU-s per 1000 transfers = %v, want %v", r.CPUPer1000, want)
+	}
+	if r.IdleBusy < 0 || r.IdleBusy > 1 || (r.Workload.IdleSample == 0 && r.IdleBusy != 0) {
+		t.Fatalf("idle busy share %v with idle sample %v", r.IdleBusy, r.Workload.IdleSample)
+	}
+}
+
+func TestRunCatchesFaults(t *testing.T) {
+	for _, tc := range []struct {
+		fault     labtest.Fault
+		conserved bool
+	}{
+		{labtest.LoseCredit, false},
+		{labtest.ApplyTwice, true},
+		{labtest.AckNotApplied, true},
+	} {
+		w := shortWorkload(11)
+		r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{Fault: tc.fault, Every: 5}), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK < 5 {
+			t.Fatalf("fault %d: only %d transfers", tc.fault, r.OK)
+		}
+		if r.Passed() || r.ExactlyOnce() || r.AccountsOff == 0 {
+			t.Fatalf("fault %d (seed %d) not caught: %+v", tc.fault, w.Seed, r)
+		}
+		if r.Conserved() != tc.conserved {
+			t.Fatalf("fault %d: conserved = %v, want %v (Δ %d)", tc.fault, r.Conserved(), tc.conserved, r.MoneyDelta())
+		}
+		if tc.fault == labtest.LoseCredit && (r.MoneyDelta() >= 0 || r.Missing <= 0) {
+			t.Fatalf("lost credits not reported as missing money: %+v", r)
+		}
+	}
+}
+
+func TestRunStalls(t *testing.T) {
+	w := shortWorkload(3)
+	w.StallProbability = 0.5
+	w.StallDuration = 5 * time.Millisecond
+	r, err := lab.Run(context.Background(), labtest.NewMemory(labtest.Config{}), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stalls == 0 || !r.Passed() {
+		t.Fatalf("seed %d: %+v", w.Seed, r)
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	for name, mod := range map[string]func(*lab.Workload){
+		"accounts":    func(w *lab.Workload) { w.Accounts = 1 },
+		"duration":    func(w *lab.Workload) { w.Duration = 0 },
+		"concurrency": func(w *lab.Workload) { w.Concurrency = 0 },
+		"zipf":        func(w *lab.Workload) { w.Zipf = -1 },
+		"amount":      func(w *lab.Workload) { w.MaxAmount = 0 },
+		"stall-prob":  func(w *lab.Workload) { w.StallProbability = 2 },
+		"stall":       func(w *lab.Workload) { w.StallProbability, w.StallDuration = 0.1, 0 },
+		"idle-sample": func(w *lab.Workload) { w.IdleSample = -time.Second },
+	} {
+		w := lab.DefaultWorkload()
+		mod(&w)
+		if err := w.Validate(); err == nil {
+			t.Errorf("%s: invalid workload accepted", name)
+		}
+	}
+	if err := lab.DefaultWorkload().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func memoryBuilder(name string, cfg labtest.Config) lab.Builder {
+	return lab.Builder{Name: name, New: func(context.Context, lab.Settings) (lab.Approach, error) {
+		return labtest.NewMemory(cfg), nil
+	}}
+}
+
+func TestMainWritesReport(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "mem", "--duration", "100ms", "--accounts", "4", "--seed", "42",
+		"--out", out, "--check",
+	}, &stdout, memoryBuilder("mem", labtest.Config{}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "seed 42") {
+		t.Fatalf("seed not printed:\n%s", stdout.String())
+	}
+	for _, f := range []string{"results.md", "results.json", "chart.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| mem |") || !strings.Contains(string(md), "cores") {
+		t.Fatalf("report lacks the row or the machine:\n%s", md)
+	}
+}
+
+func TestMainSeveralConcurrencies(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "mem,base", "--concurrency", "2,5", "--duration", "100ms", "--accounts", "4",
+		"--compare", "mem:base", "--idle-sample", "20ms", "--out", out, "--check",
+	}, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	js, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep lab.Report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, fmt.Sprintf("%s@%d", r.Name, r.Workload.Concurrency))
+	}
+	if want := []string{"mem@2", "base@2", "mem@5", "base@5"}; !slices.Equal(got, want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	if !slices.Equal(rep.Concurrencies, []int{2, 5}) {
+		t.Fatalf("concurrencies %v", rep.Concurrencies)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(md)
+	i2, i5 := strings.Index(text, "## Concurrency 2"), strings.Index(text, "## Concurrency 5")
+	if i2 < 0 || i5 < i2 {
+		t.Fatalf("no section per concurrency, in order:\n%s", text)
+	}
+	if !strings.Contains(text, "| idle busy |") || !strings.Contains(text, "during the 20ms before each run") {
+		t.Fatalf("report lacks the idle busy share:\n%s", text)
+	}
+	for _, part := range []string{text[i2:i5], text[i5:]} {
+		if strings.Count(part, "| mem |") != 1 || strings.Count(part, "| base |") != 1 || !strings.Contains(part, "| mem ÷ base |") {
+			t.Fatalf("section lacks a row or the comparison:\n%s", part)
+		}
+	}
+	if strings.Contains(text, "ordo") {
+		t.Fatalf("comparisons of approaches that did not run are shown:\n%s", text)
+	}
+}
+
+func TestMainCheckFails(t *testing.T) {
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "lossy", "--duration", "100ms", "--accounts", "4", "--out", t.TempDir(), "--check",
+	}, &stdout, memoryBuilder("lossy", labtest.Config{Fault: labtest.LoseCredit, Every: 2}))
+	if err == nil || !strings.Contains(err.Error(), "lossy") {
+		t.Fatalf("check passed a lossy approach: %v\n%s", err, stdout.String())
+	}
+}
+
+func TestMainBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--approaches", "nope"},
+		{"--approaches", ","},
+		{"--accounts", "1"},
+		{"--duration", "soon"},
+		{"--stall-prob", "1.5"},
+		{"--zipf", "-2"},
+		{"--ttl", "1ms"},
+		{"extra"},
+		{"--no-such-flag"},
+		{"--concurrency", "0"},
+		{"--concurrency", "abc"},
+		{"--concurrency", "32,"},
+		{"--concurrency", ",32"},
+		{"--concurrency", "32,-1"},
+		{"--concurrency", "32,32"},
+		{"--concurrency", ""},
+		{"--compare", "ordo"},
+		{"--compare", "ordo:ordo"},
+		{"--idle-sample", "-1s"},
+	} {
+		var stdout bytes.Buffer
+		err := lab.Main(context.Background(), args, &stdout)
+		var ue *lab.UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	var stdout bytes.Buffer
+	if err := lab.Main(context.Background(), []string{"-h"}, &stdout); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+}

@@ -57,7 +57,7 @@ type HostConfig struct {
 	// an entity's queued writes are coalesced only up to it, and a run
 	// that emits more fails with ErrTooLarge. The default, 60, keeps a
 	// group of journal appends within one etcd transaction under etcd's
-	// default of 128 operations (see persistence/etcd: each appending
+	// default of 128 operations (see persistence/etcdstore: each appending
 	// entity costs two comparisons, each event one write); raise it with
 	// the store's limits (PostgreSQL has none that matter here). A group
 	// the store still refuses as too large is split as any other.
@@ -104,7 +104,7 @@ type HostConfig struct {
 	// earlier requests are dropped to make room. A hook or continuation
 	// over the limit is rolled back and logged. The default, 512 KiB,
 	// leaves room within etcd's default request limit (1.5 MiB, see
-	// persistence/etcd) and within BatchMaxBytes; raise it only with the
+	// persistence/etcdstore) and within BatchMaxBytes; raise it only with the
 	// store's limits. Default 512 KiB.
 	MaxStateBytes int
 	// MaxMailbox bounds the calls queued for one entity and not yet taken

@@ -12,7 +12,7 @@ import (
 	"github.com/ordo-actors/ordo/cluster"
 	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/ordotls"
-	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
+	etcdstore "github.com/ordo-actors/ordo/persistence/etcdstore"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	clientv3 "go.etcd.io/etcd/client/v3"

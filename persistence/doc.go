@@ -50,6 +50,6 @@
 // callers check against the record and a later Save removes.
 //
 // This package holds only the contract; drivers live in sub-packages
-// (persistence/memory, persistence/etcd, persistence/postgres) and the
+// (persistence/memory, persistence/etcdstore, persistence/pgstore) and the
 // conformance suite that every driver passes lives in persistence/storetest.
 package persistence

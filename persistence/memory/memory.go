@@ -302,7 +302,7 @@ func (s *Store) LoseNextAcks(n int, err error) {
 }
 
 // LimitSaves makes every later Save refuse, as a store with size limits
-// does (persistence/etcd), the shards of its batch that hold a record of
+// does (persistence/etcdstore), the shards of its batch that hold a record of
 // more than maxData bytes of data or more than maxGroup records: their
 // outcome matches persistence.ErrTooLarge and nothing of them is written.
 // A zero limit is no limit; LimitSaves(0, 0) turns it off.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
-	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
+	pgstore "github.com/ordo-actors/ordo/persistence/pgstore"
 	"github.com/ordo-actors/ordo/robustness/chaos"
 	"github.com/ordo-actors/ordo/robustness/history"
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -9,8 +9,8 @@ import (
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
-	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
-	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
+	pgstore "github.com/ordo-actors/ordo/persistence/pgstore"
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
 )

@@ -16,10 +16,10 @@ import (
 
 	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/persistence"
-	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
+	etcdstore "github.com/ordo-actors/ordo/persistence/etcdstore"
 	"github.com/ordo-actors/ordo/persistence/memory"
-	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
-	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
+	pgstore "github.com/ordo-actors/ordo/persistence/pgstore"
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 )
 
 var (

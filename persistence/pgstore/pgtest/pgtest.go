@@ -22,7 +22,7 @@ const (
 	EnvRequire = "ORDO_REQUIRE_PG"
 )
 
-const howTo = "ORDO_PG_URL=postgres://postgres:ordo@127.0.0.1:5432/ordo_test?sslmode=disable go test ./persistence/postgres"
+const howTo = "ORDO_PG_URL=postgres://postgres:ordo@127.0.0.1:5432/ordo_test?sslmode=disable go test ./persistence/pgstore"
 
 var (
 	pingOnce sync.Once

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
-	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
-	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
+	pgstore "github.com/ordo-actors/ordo/persistence/pgstore"
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 	"github.com/ordo-actors/ordo/persistence/storetest"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/persistence"
-	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
+	etcdstore "github.com/ordo-actors/ordo/persistence/etcdstore"
 	"github.com/ordo-actors/ordo/persistence/storetest"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ordo-actors/ordo/persistence"
-	pgstore "github.com/ordo-actors/ordo/persistence/postgres"
+	pgstore "github.com/ordo-actors/ordo/persistence/pgstore"
 )
 
 func ExampleOpen() {

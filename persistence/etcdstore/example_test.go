@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ordo-actors/ordo/persistence"
-	etcdstore "github.com/ordo-actors/ordo/persistence/etcd"
+	etcdstore "github.com/ordo-actors/ordo/persistence/etcdstore"
 )
 
 func ExampleNew() {

@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ordo-actors/ordo/persistence"
-	"github.com/ordo-actors/ordo/persistence/postgres/pgtest"
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 )
 
 // A database at schema version 1 (no journal, no reminder index) is

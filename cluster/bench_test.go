@@ -20,8 +20,6 @@ import (
 // owned by two nodes, sequential and with 32 concurrent callers, reads and
 // writes, and reports p50/p99 latency.
 func BenchmarkRemoteCall(b *testing.B) {
-	t := &testing.T{}
-	_ = t
 	for _, op := range []string{"read", "write"} {
 		for _, conc := range []int{1, 32} {
 			b.Run(fmt.Sprintf("%s/conc=%d", op, conc), func(b *testing.B) {

@@ -166,7 +166,7 @@ func TestTracingOff(t *testing.T) {
 func spanAttr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
@@ -174,5 +174,5 @@ func spanAttr(s tracetest.SpanStub, key string) string {
 
 func scopeAttr(s tracetest.SpanStub, key string) string {
 	v, _ := s.InstrumentationScope.Attributes.Value(attribute.Key(key))
-	return v.Emit()
+	return v.String()
 }

@@ -51,6 +51,7 @@ func newEtcdCmd() *cobra.Command {
 		tlsCA, tlsCert, tlsKey   string
 		compactEvery             time.Duration
 		quota                    int64
+		snapshotCount            uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd --name N --data-dir D --listen-client URL --listen-peer URL --initial-cluster LIST [--tls-ca F --tls-cert F --tls-key F]",
@@ -147,6 +148,9 @@ and write placement and, with the etcd store, entity state.`,
 				return usagef("--quota-backend-bytes %d is negative", quota)
 			}
 			cfg.QuotaBackendBytes = quota
+			if snapshotCount > 0 {
+				cfg.SnapshotCount = snapshotCount
+			}
 			if err := cfg.Validate(); err != nil {
 				return usagef("etcd configuration: %v", err)
 			}
@@ -197,6 +201,8 @@ and write placement and, with the etcd store, entity state.`,
 		"compact the key history older than this, periodically (etcd's periodic mode); 0 keeps every revision")
 	fs.Int64Var(&quota, "quota-backend-bytes", 0,
 		"the member's space quota in bytes, beyond which etcd refuses writes until compacted and defragmented; 0 is etcd's default (2 GiB)")
+	fs.Uint64Var(&snapshotCount, "snapshot-count", 0,
+		"applied entries between two snapshots of the member's state; the raft log since the last one is kept in memory, so large writes call for fewer; 0 is etcd's default (100,000)")
 	return cmd
 }
 

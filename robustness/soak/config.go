@@ -48,6 +48,12 @@ type Config struct {
 	// the key history kept between compactions and with the transfer
 	// records; a long soak needs more than the default.
 	Quota int64
+	// SnapshotCount is the etcd members' --snapshot-count: a member keeps
+	// the raft log since its last snapshot in memory, and with the etcd
+	// store each entry is a Save of records of several KB; etcd's default
+	// (100,000 entries) lets a member's memory grow to gigabytes between
+	// snapshots. 0: etcd's default.
+	SnapshotCount uint64
 }
 
 // DefaultConfig returns a soak of d with the settings scaled to it (see
@@ -55,7 +61,7 @@ type Config struct {
 // every fault kind, idle entities passivated after 15 s, etcd compacted
 // every minute.
 func DefaultConfig(d time.Duration) Config {
-	c := Config{Chaos: chaos.DefaultConfig(), Drain: time.Minute, Rel: 0.2, CompactEvery: time.Minute, Quota: 8 << 30,
+	c := Config{Chaos: chaos.DefaultConfig(), Drain: time.Minute, Rel: 0.2, CompactEvery: time.Minute, Quota: 8 << 30, SnapshotCount: 10000,
 		IdleTimeout: 15 * time.Second}
 	c.Chaos.Duration = d
 	c.Chaos.PGDatabase = "ordo_soak"
@@ -127,6 +133,9 @@ func (c *Config) chaosConfig(o chaos.Observer) chaos.Config {
 	}
 	if c.Quota > 0 {
 		cc.EtcdArgs = append(slices.Clone(cc.EtcdArgs), "--quota-backend-bytes", strconv.FormatInt(c.Quota, 10))
+	}
+	if c.SnapshotCount > 0 {
+		cc.EtcdArgs = append(slices.Clone(cc.EtcdArgs), "--snapshot-count", strconv.FormatUint(c.SnapshotCount, 10))
 	}
 	// Accounts chosen uniformly: every account's dedup window fills within
 	// seconds, so the dedup entries level off before the window even in a

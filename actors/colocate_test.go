@@ -23,7 +23,7 @@ type countingRouter struct {
 	host   atomic.Pointer[actors.Host]
 }
 
-func (r *countingRouter) Route(_ context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *countingRouter) Route(_ context.Context, env *ordopb.Envelope, _ actors.Sender, done func(*ordopb.Reply)) {
 	r.routed.Add(1)
 	r.host.Load().Submit(env, done)
 }

@@ -13,11 +13,36 @@ import (
 
 // Router delivers envelopes from entities to other entities (possibly on
 // other nodes). Route must not block; it calls done exactly once with the
-// reply, or with an error reply when ctx ends first. The cluster package
-// supplies a router that finds the owner and retries; without one, a Host
-// routes to itself.
+// reply, or with an error reply when ctx ends first. It makes no attempt
+// while from.Current() is false: the message waits (from.Changed) until it
+// is true again, or gives up (ErrSenderGone) once ctx ends, which it does
+// when the sender's shard ownership ends. The cluster package supplies a
+// router that finds the owner and retries; without one, a Host routes to
+// itself.
 type Router interface {
-	Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply))
+	Route(ctx context.Context, env *ordopb.Envelope, from Sender, done func(*ordopb.Reply))
+}
+
+// Sender is the ownership an entity's message is sent under.
+type Sender interface {
+	// Current reports whether the message may be sent now: false once the
+	// sender's shard ownership has ended or while its node's lease is not
+	// valid.
+	Current() bool
+	// Changed returns a channel that is closed the next time Current may
+	// have turned true (nil: never).
+	Changed() <-chan struct{}
+}
+
+// Lease is the node's placement lease as a host sees it (placement.Agent
+// is one): replies are withheld, and entities' messages wait, while it is
+// not valid.
+type Lease interface {
+	// Valid reports whether the lease is valid now.
+	Valid() bool
+	// Changed returns a channel that is closed the next time Valid may
+	// answer differently.
+	Changed() <-chan struct{}
 }
 
 // HostConfig configures a Host. Every field has a default (DefaultHostConfig).
@@ -138,10 +163,10 @@ type HostConfig struct {
 	Retry RetryPolicy
 	// Router delivers entity-to-entity messages; nil routes within this host.
 	Router Router
-	// LeaseValid reports whether the node's placement lease is still valid;
-	// replies are withheld (the caller gets a retryable error) while it
-	// returns false. nil means always valid.
-	LeaseValid func() bool
+	// Lease is the node's placement lease: replies are withheld (the caller
+	// gets a retryable error) and entities' messages wait while it is not
+	// valid. nil means always valid.
+	Lease Lease
 	// OnShardLost is called (from an entity's goroutine; it must not block)
 	// when a shard is dropped because the store rejected a write or fence
 	// with ErrFenced, or a write failed with an unknown outcome: placement

@@ -1235,7 +1235,7 @@ func (e *entity) handleRetry(m *retryOut) {
 // outcome comes back as a contDone. A routed message runs under the
 // ownership of the entity's shard: once that ends, or while the node's
 // lease is not valid, the router neither sends nor resends it
-// (SenderCurrent). A stale owner's retry could otherwise land after the
+// (Sender.Current). A stale owner's retry could otherwise land after the
 // shard's new owner re-sent the same message, had it answered and moved
 // on (a saga forgetting a finished transfer), and be applied again.
 func (e *entity) attempt(out *outMsg) {
@@ -1274,25 +1274,30 @@ func (e *entity) attempt(out *outMsg) {
 	}
 	sh, h := e.shard, e.h
 	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.RequestTimeout)
-	ctx = context.WithValue(ctx, senderKey{}, func() bool {
-		return sh.ctx.Err() == nil && (h.cfg.LeaseValid == nil || h.cfg.LeaseValid())
-	})
-	h.router.Route(ctx, env, func(rep *ordopb.Reply) {
+	h.router.Route(ctx, env, shardSender{sh: sh, lease: h.cfg.Lease}, func(rep *ordopb.Reply) {
 		cancel()
 		done(rep)
 	})
 }
 
-type senderKey struct{}
+// shardSender is the Sender of an entity's messages: its shard's
+// ownership, under the node's lease.
+type shardSender struct {
+	sh    *shardState
+	lease Lease // nil: always valid
+}
 
-// SenderCurrent reports whether a message an entity sends under ctx (the
-// context a Router's Route gets) may still be sent: false once the
-// sender's shard ownership has ended or while its node's lease is not
-// valid. A Router checks it before every attempt and gives the message up
-// when it is false. Contexts of other callers always report true.
-func SenderCurrent(ctx context.Context) bool {
-	f, ok := ctx.Value(senderKey{}).(func() bool)
-	return !ok || f()
+func (s shardSender) Current() bool {
+	return s.sh.ctx.Err() == nil && (s.lease == nil || s.lease.Valid())
+}
+
+// Changed reports the lease's changes; the end of the ownership ends the
+// message's ctx.
+func (s shardSender) Changed() <-chan struct{} {
+	if s.lease == nil {
+		return nil
+	}
+	return s.lease.Changed()
 }
 
 // handleCont takes the outcome of an attempt: it retries a retryable

@@ -42,7 +42,7 @@ var (
 	ErrTooLarge = errors.New("actors: too large")
 	// ErrSenderGone: an entity's outgoing message was given up because the
 	// sender's shard ownership ended or its node's lease is not valid
-	// (SenderCurrent); the shard's next owner carries the work on.
+	// (Sender); the shard's next owner carries the work on.
 	ErrSenderGone = errors.New("actors: sender no longer owns its shard")
 	// ErrPermissionDenied: the caller may not send this request: an
 	// external client (or an unauthenticated caller) sent a message type

@@ -196,7 +196,7 @@ type attemptCounter struct {
 	n    map[string]int
 }
 
-func (r *attemptCounter) Route(_ context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *attemptCounter) Route(_ context.Context, env *ordopb.Envelope, _ actors.Sender, done func(*ordopb.Reply)) {
 	r.mu.Lock()
 	r.n[env.GetRequestId()]++
 	r.mu.Unlock()

@@ -24,7 +24,7 @@ type linkRouter struct {
 	envs []*ordopb.Envelope
 }
 
-func (r *linkRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *linkRouter) Route(ctx context.Context, env *ordopb.Envelope, _ actors.Sender, done func(*ordopb.Reply)) {
 	r.mu.Lock()
 	r.envs = append(r.envs, proto.Clone(env).(*ordopb.Envelope))
 	r.mu.Unlock()

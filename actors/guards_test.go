@@ -209,7 +209,7 @@ type captureRouter struct {
 	msgs []routed
 }
 
-func (r *captureRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *captureRouter) Route(ctx context.Context, env *ordopb.Envelope, _ actors.Sender, done func(*ordopb.Reply)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.msgs = append(r.msgs, routed{env: env, done: done})

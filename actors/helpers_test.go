@@ -217,3 +217,33 @@ func ownAll(t *testing.T, host *actors.Host, shards int) {
 		require.NoError(t, host.Own(uint32(s), 1))
 	}
 }
+
+// testLease is an actors.Lease a test turns off and on.
+type testLease struct {
+	mu      sync.Mutex
+	valid   bool
+	changed chan struct{}
+}
+
+func newTestLease() *testLease { return &testLease{valid: true, changed: make(chan struct{})} }
+
+func (l *testLease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.valid
+}
+
+func (l *testLease) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// Store makes the lease valid or not, and signals the change.
+func (l *testLease) Store(valid bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.valid = valid
+	close(l.changed)
+	l.changed = make(chan struct{})
+}

@@ -900,7 +900,7 @@ func (h *Host) finish(c *call, rep *ordopb.Reply) {
 	}
 	h.mu.Unlock()
 	if code := rep.GetError().GetCode(); (code == ordopb.Code_CODE_OK || code == ordopb.Code_CODE_HANDLER) &&
-		h.cfg.LeaseValid != nil && !h.cfg.LeaseValid() {
+		h.cfg.Lease != nil && !h.cfg.Lease.Valid() {
 		rep = errReply(c.env, errf(ordopb.Code_CODE_UNAVAILABLE, "lease not valid: reply withheld"))
 	}
 	c.reply(rep)
@@ -1012,28 +1012,28 @@ func (h *Host) waitIfPaused() {
 // localRouter routes entity-to-entity messages within one host.
 type localRouter struct{ h *Host }
 
-// Route submits env once its sender may send (SenderCurrent): a message
+// Route submits env once its sender may send (Sender.Current): a message
 // sent while the lease is not valid waits for it, one whose sender's
 // ownership ends first is given up.
-func (r localRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
-	if SenderCurrent(ctx) {
+func (r localRouter) Route(ctx context.Context, env *ordopb.Envelope, from Sender, done func(*ordopb.Reply)) {
+	if from == nil || from.Current() {
 		r.h.Submit(env, done)
 		return
 	}
 	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for !SenderCurrent(ctx) {
-			if ctx.Err() != nil {
-				done(errReply(env, errf(ordopb.Code_CODE_UNAVAILABLE, "%v: %v", ErrSenderGone, ctx.Err())))
+		for {
+			changed := from.Changed()
+			if from.Current() {
+				r.h.Submit(env, done)
 				return
 			}
 			select {
 			case <-ctx.Done():
-			case <-t.C:
+				done(errReply(env, errf(ordopb.Code_CODE_UNAVAILABLE, "%v: %v", ErrSenderGone, ctx.Err())))
+				return
+			case <-changed:
 			}
 		}
-		r.h.Submit(env, done)
 	}()
 }
 

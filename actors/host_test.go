@@ -554,9 +554,8 @@ func TestReleaseDrains(t *testing.T) {
 
 // Replies that reveal state are withheld while the lease is not valid.
 func TestLeaseInvalidWithholdsReplies(t *testing.T) {
-	var valid atomic.Bool
-	valid.Store(true)
-	h := newHarness(t, func(c *actors.HostConfig) { c.LeaseValid = valid.Load })
+	valid := newTestLease()
+	h := newHarness(t, func(c *actors.HostConfig) { c.Lease = valid })
 	ctx := testCtx(t)
 	_, err := h.add(ctx, "lease", 1, actors.WithRequestID("l1"))
 	require.NoError(t, err)
@@ -712,13 +711,15 @@ func TestStaleWriteDoesNotTakeNewOwnershipDown(t *testing.T) {
 // heldRouter holds every routed message until its context ends, as a
 // router retrying an unreachable owner does, and records what it saw.
 type heldRouter struct {
-	mu   sync.Mutex
-	ctxs []context.Context
+	mu      sync.Mutex
+	ctxs    []context.Context
+	senders []actors.Sender
 }
 
-func (r *heldRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *heldRouter) Route(ctx context.Context, env *ordopb.Envelope, from actors.Sender, done func(*ordopb.Reply)) {
 	r.mu.Lock()
 	r.ctxs = append(r.ctxs, ctx)
+	r.senders = append(r.senders, from)
 	r.mu.Unlock()
 	go func() {
 		<-ctx.Done()
@@ -726,43 +727,46 @@ func (r *heldRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(
 	}()
 }
 
-func (r *heldRouter) routed() []context.Context {
+func (r *heldRouter) routed() ([]context.Context, []actors.Sender) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]context.Context(nil), r.ctxs...)
+	return append([]context.Context(nil), r.ctxs...), append([]actors.Sender(nil), r.senders...)
 }
 
 // An entity's outgoing message is sent under its shard's ownership: while
-// the lease is invalid SenderCurrent says not to (re)send it, and once the
+// the lease is invalid its Sender says not to (re)send it, and once the
 // shard is dropped its context ends, so a stale owner never resends it
 // after the shard's next owner has carried the work on.
 func TestOutgoingEndsWithItsShard(t *testing.T) {
 	router := &heldRouter{}
-	var valid atomic.Bool
-	valid.Store(true)
+	valid := newTestLease()
 	h := newHarness(t, func(c *actors.HostConfig) {
 		c.Router = router
-		c.LeaseValid = valid.Load
+		c.Lease = valid
 		c.RequestTimeout = time.Hour // only the ownership may end it
 	})
 	ctx := testCtx(t)
 	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 1, RequestId: "fwd-1"})
 	require.NoError(t, err)
 	var sent context.Context
+	var from actors.Sender
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
-		if r := router.routed(); len(r) == 1 {
-			sent = r[0]
+		if ctxs, senders := router.routed(); len(ctxs) == 1 {
+			sent, from = ctxs[0], senders[0]
 			return nil
 		}
 		return errPending
 	})
-	require.True(t, actors.SenderCurrent(sent))
-	require.True(t, actors.SenderCurrent(ctx), "a context no entity sent under")
+	require.True(t, from.Current())
 
+	changed := from.Changed()
 	valid.Store(false)
-	require.False(t, actors.SenderCurrent(sent), "resendable while the lease is invalid")
+	require.False(t, from.Current(), "resendable while the lease is invalid")
+	<-changed
+	changed = from.Changed()
 	valid.Store(true)
-	require.True(t, actors.SenderCurrent(sent))
+	<-changed
+	require.True(t, from.Current())
 
 	shard := uint32(actors.ShardOf(ref("src"), h.cfg.Shards))
 	h.host.Drop(shard, actors.ErrFenced)
@@ -771,16 +775,15 @@ func TestOutgoingEndsWithItsShard(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the outgoing message outlived its shard's ownership")
 	}
-	require.False(t, actors.SenderCurrent(sent))
+	require.False(t, from.Current())
 }
 
 // With the host's own router, a message released while the lease is not
 // valid waits for it instead of being sent (or failing and being resent in
 // a loop), and goes out once the lease is valid again.
 func TestOutgoingWaitsForTheLease(t *testing.T) {
-	var valid atomic.Bool
-	valid.Store(true)
-	h := newHarness(t, func(c *actors.HostConfig) { c.LeaseValid = valid.Load })
+	valid := newTestLease()
+	h := newHarness(t, func(c *actors.HostConfig) { c.Lease = valid })
 	ctx := testCtx(t)
 	valid.Store(false)
 	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 5, RequestId: "fwd-lease"})

@@ -28,7 +28,7 @@ type scriptRouter struct {
 	ids      []string
 }
 
-func (r *scriptRouter) Route(_ context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *scriptRouter) Route(_ context.Context, env *ordopb.Envelope, _ actors.Sender, done func(*ordopb.Reply)) {
 	r.mu.Lock()
 	if r.attempts == nil {
 		r.attempts = make(map[string]int)

@@ -25,7 +25,7 @@ type DevConfig struct {
 	Shards int
 	// Host configures the entity runtime. The zero HostConfig means
 	// actors.DefaultLocalConfig(); to change one setting, start from that.
-	// Its Shards, Router, LeaseValid and OnShardLost are filled in by
+	// Its Shards, Router, Lease and OnShardLost are filled in by
 	// NewDev.
 	Host actors.HostConfig
 	// Store keeps entity state. Default a new persistence/memory store,
@@ -112,7 +112,7 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 	hc := cfg.Host
 	hc.Shards = cfg.Shards
 	hc.Router = devRouter{d}
-	hc.LeaseValid = nil // no lease: always valid
+	hc.Lease = nil // no lease: always valid
 	hc.OnShardLost = d.shardLost
 	if hc.Logger == nil {
 		hc.Logger = cfg.Logger
@@ -145,24 +145,24 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 // retries retryable outcomes, with the same envelope, as the RetryPolicy
 // allows (until ctx ends or MaxAttempts attempts were made).
 func (d *Dev) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
-	return d.invoke(ctx, env, true)
+	return d.invoke(ctx, env, nil)
 }
 
-// invoke delivers env, retrying. A caller's call (external) fails with
+// invoke delivers env, retrying. A caller's call (from nil) fails with
 // ErrClosed once Close has begun; an entity's message is retried while
-// its ctx lasts and actors.SenderCurrent allows, as a node's router does
-// (the ctx ends when the sender's shard is given up, at the latest).
-func (d *Dev) invoke(ctx context.Context, env *ordopb.Envelope, external bool) (*ordopb.Reply, error) {
+// its ctx lasts and from.Current allows, as a node's router does (the
+// ctx ends when the sender's shard is given up, at the latest).
+func (d *Dev) invoke(ctx context.Context, env *ordopb.Envelope, from actors.Sender) (*ordopb.Reply, error) {
 	if dl, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = dl.UnixNano()
 	}
 	var last error
 	for attempt := 0; ; attempt++ {
-		if external && d.isClosed() {
+		if from == nil && d.isClosed() {
 			return nil, ErrClosed
 		}
 		var lastRep *ordopb.Reply
-		if actors.SenderCurrent(ctx) {
+		if from == nil || from.Current() {
 			actx, cancel := context.WithTimeout(ctx, d.retry.AttemptTimeout)
 			rep, err := d.host.Invoke(actx, env)
 			cancel()
@@ -263,7 +263,7 @@ func (d *Dev) Store() persistence.Store { return d.store }
 type devRouter struct{ d *Dev }
 
 // Route implements actors.Router.
-func (r devRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r devRouter) Route(ctx context.Context, env *ordopb.Envelope, from actors.Sender, done func(*ordopb.Reply)) {
 	d := r.d
 	d.mu.Lock()
 	if d.closed {
@@ -276,7 +276,7 @@ func (r devRouter) Route(ctx context.Context, env *ordopb.Envelope, done func(*o
 	d.mu.Unlock()
 	go func() {
 		defer d.wg.Done()
-		rep, err := d.invoke(ctx, env, false)
+		rep, err := d.invoke(ctx, env, from)
 		if err != nil {
 			rep = &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(
 				&actors.Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: err.Error()})}

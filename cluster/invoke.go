@@ -120,13 +120,19 @@ func (r *router) missingKind(node, kind string) *actors.Error {
 
 // Invoke implements actors.Invoker.
 func (r *router) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
-	if r.tracer != nil {
-		return r.tracedInvoke(ctx, env)
-	}
-	return r.invoke(ctx, env)
+	return r.send(ctx, env, nil)
 }
 
-func (r *router) invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+// send is Invoke of a message from an entity (from) or, with from nil, of
+// a caller.
+func (r *router) send(ctx context.Context, env *ordopb.Envelope, from actors.Sender) (*ordopb.Reply, error) {
+	if r.tracer != nil {
+		return r.tracedInvoke(ctx, env, from)
+	}
+	return r.invoke(ctx, env, from)
+}
+
+func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.Sender) (*ordopb.Reply, error) {
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
 	}
@@ -143,12 +149,12 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 	sent := 0 // attempts that reached a node
 	for attempt := 0; ; attempt++ {
 		// An entity's message is not sent while its node's lease is not
-		// valid (SenderCurrent): it waits, without an attempt, until the
+		// valid (from.Current): it waits, without an attempt, until the
 		// lease is valid again or its ctx ends, as it does when the
 		// sender's shard ownership ends.
 		var err error
 		var rep *ordopb.Reply
-		if actors.SenderCurrent(ctx) {
+		if from == nil || from.Current() {
 			if r.tracer != nil {
 				rep, err = r.tracedAttempt(ctx, attempt, shard, env, changed)
 			} else {
@@ -269,9 +275,9 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 
 // Route implements actors.Router for entity-to-entity messages: it runs
 // Invoke on its own goroutine and reports the outcome through done.
-func (r *router) Route(ctx context.Context, env *ordopb.Envelope, done func(*ordopb.Reply)) {
+func (r *router) Route(ctx context.Context, env *ordopb.Envelope, from actors.Sender, done func(*ordopb.Reply)) {
 	go func() {
-		rep, err := r.Invoke(ctx, env)
+		rep, err := r.send(ctx, env, from)
 		if err != nil {
 			rep = &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(
 				&actors.Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: err.Error()})}

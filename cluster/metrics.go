@@ -105,6 +105,10 @@ func outcome(e *ordopb.Error) string {
 	return e.GetCode().String()
 }
 
+// observeBatch records the record count of one Save of the host's
+// batcher (actors.HostConfig.OnBatch).
+func (m *metrics) observeBatch(records int) { m.batch.Observe(float64(records)) }
+
 func (m *metrics) observeCall(kind string, start time.Time, e *ordopb.Error) {
 	m.calls.WithLabelValues(kind, outcome(e)).Inc()
 	m.latency.WithLabelValues(kind).Observe(time.Since(start).Seconds())

@@ -111,11 +111,27 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	table, err := placement.NewTable(n.etcd, n.cfg.Placement.Prefix, n.log)
+	// Gossip, then the placement agent: its routing table is the router's,
+	// and it is the host's lease and hears of the shards the host gives
+	// up. It drives the host (placementHost) only once started, below.
+	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr, Admin: n.adminAdvert()}, n.log)
 	if err != nil {
+		return err
+	}
+	pc := n.cfg.Placement
+	pc.NodeID = n.cfg.NodeID
+	pc.RemoteAddr = n.tr.addr
+	pc.GossipAddr = n.members.addr()
+	for _, k := range n.kinds {
+		pc.Kinds = append(pc.Kinds, k.Name())
+	}
+	if pc.Logger == nil {
+		pc.Logger = n.log
+	}
+	if n.place, err = placement.New(pc, n.etcd, placementHost{n}); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	n.router = &router{self: n.cfg.NodeID, table: table, tr: n.tr, shards: int(n.cfg.Placement.Shards),
+	n.router = &router{self: n.cfg.NodeID, table: n.place.Table(), tr: n.tr, shards: int(n.cfg.Placement.Shards),
 		policy: n.cfg.Retry, metrics: n.metrics, log: n.log, kinds: make(map[string]bool),
 		tracer: tracerOf(n.cfg.TracerProvider, TracerName, n.cfg.NodeID)}
 	for _, k := range n.kinds {
@@ -125,18 +141,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	hc := n.cfg.Host
 	hc.Shards = int(n.cfg.Placement.Shards)
 	hc.Router = n.router
-	hc.LeaseValid = func() bool { return n.place != nil && n.place.Valid() }
-	hc.OnShardLost = func(shard uint32, epoch int64, err error) {
-		// The host gave the shard up (storage fenced it, or one of its
-		// writes failed with an unknown outcome; the host logged which): if
-		// placement still believes it holds the shard at this epoch, let
-		// the lock go so that the shard is served again, by whoever
-		// acquires it next, under a new epoch.
-		if n.place != nil {
-			n.place.Relinquish(shard, epoch)
-		}
-	}
-	hc.OnBatch = func(records int) { n.metrics.batch.Observe(float64(records)) }
+	hc.Lease = n.place
+	// The host gave a shard up (storage fenced it, or one of its writes
+	// failed with an unknown outcome; the host logged which): if placement
+	// still believes it holds the shard at this epoch, it lets the lock go
+	// so that the shard is served again, by whoever acquires it next, under
+	// a new epoch.
+	place := n.place
+	hc.OnShardLost = func(shard uint32, epoch int64, _ error) { place.Relinquish(shard, epoch) }
+	hc.OnBatch = n.metrics.observeBatch
 	if n.cfg.TracerProvider != nil {
 		hc.Tracer = tracerOf(n.cfg.TracerProvider, actors.TracerName, n.cfg.NodeID)
 	}
@@ -159,27 +172,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.metrics.registerStore(n.cfg.Store)
 	n.tr.serve(n.serveRemote)
 
-	n.members, err = startMembership(n.cfg, nodeMeta{ID: n.cfg.NodeID, Remote: n.tr.addr, Admin: n.adminAdvert()}, n.log)
-	if err != nil {
-		return err
+	// A node restarted right after a crash finds its ID still registered
+	// under its previous lease: Start waits, until ctx ends, for that
+	// lease to end (at most its TTL).
+	if err = n.place.Start(ctx); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
-
-	pc := n.cfg.Placement
-	pc.NodeID = n.cfg.NodeID
-	pc.RemoteAddr = n.tr.addr
-	pc.GossipAddr = n.members.addr()
-	for _, k := range n.kinds {
-		pc.Kinds = append(pc.Kinds, k.Name())
-	}
-	if pc.Logger == nil {
-		pc.Logger = n.log
-	}
-	if err = n.startPlacement(ctx, pc); err != nil {
-		return err
-	}
-	// The placement node's table is the one the router should use: it is
-	// kept current by the node itself.
-	n.router.table = n.place.Table()
 	n.members.setLease(int64(n.place.Lease()))
 
 	n.wg.Add(1)
@@ -189,35 +187,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	go n.runDashboard(runCtx)
 	n.log.Info("node started", "remote", n.tr.addr, "gossip", n.members.addr())
 	return nil
-}
-
-// startPlacement registers the node and starts placement. A node that
-// restarts after a crash finds its ID still registered under its previous
-// lease: it waits, until ctx ends, for that lease to end (at most its TTL).
-func (n *Node) startPlacement(ctx context.Context, pc placement.Config) error {
-	wait := 100 * time.Millisecond
-	for {
-		place, err := placement.New(pc, n.etcd, placementHost{n})
-		if err != nil {
-			return fmt.Errorf("cluster: %w", err)
-		}
-		n.place = place // callbacks during Start see it
-		if err = place.Start(ctx); err == nil {
-			return nil
-		}
-		if !errors.Is(err, placement.ErrNodeIDInUse) {
-			return fmt.Errorf("cluster: %w", err)
-		}
-		n.log.Info("node ID still registered by a previous session; waiting for its lease to end", "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("cluster: %w (gave up waiting: %v)", err, ctx.Err())
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
 }
 
 // Shutdown leaves the cluster gracefully: every shard is drained and

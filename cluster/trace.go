@@ -52,7 +52,7 @@ func tracerOf(tp trace.TracerProvider, name, node string) trace.Tracer {
 // of this node's caller, or a message an entity sends. Its parent is
 // ctx's span, or else the span whose context the envelope carries (an
 // entity's message: the run that sent it).
-func (r *router) tracedInvoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {
+func (r *router) tracedInvoke(ctx context.Context, env *ordopb.Envelope, from actors.Sender) (*ordopb.Reply, error) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = traceContext.Extract(ctx, propagation.MapCarrier(env.GetMetadata()))
 	}
@@ -60,7 +60,7 @@ func (r *router) tracedInvoke(ctx context.Context, env *ordopb.Envelope) (*ordop
 	ctx, span := r.tracer.Start(ctx, "ordo.call", trace.WithAttributes(attrKind.String(target.GetKind()),
 		attrID.String(target.GetId()), attrMessage.String(string(env.GetPayload().MessageName())),
 		attrRequest.String(env.GetRequestId())))
-	rep, err := r.invoke(ctx, env)
+	rep, err := r.invoke(ctx, env, from)
 	endSpan(span, rep, err)
 	return rep, err
 }

@@ -95,10 +95,55 @@ func TestNodeIDInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := n.Start(ctx); !errors.Is(err, placement.ErrNodeIDInUse) {
-		t.Fatalf("got %v, want ErrNodeIDInUse", err)
+		t.Fatalf("got %v, want ErrNodeIDInUse once ctx ended", err)
+	}
+}
+
+// A node ID registered by a live session makes Start wait, and Start
+// succeeds once that session ends (here: the first agent shuts down and
+// revokes its lease).
+func TestStartWaitsForNodeID(t *testing.T) {
+	srv := startEtcd(t)
+	c := newClient(t, srv.Endpoints()...)
+	h := &history{}
+	first, err := placement.New(testConfig("n1", "/ordo/wait"), c, newRecHost("n1", h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := first.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second, err := placement.New(testConfig("n1", "/ordo/wait"), c, newRecHost("n1b", h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Shutdown(context.Background()) })
+	started := make(chan error, 1)
+	changed := second.Changed()
+	go func() { started <- second.Start(ctx) }()
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned %v while the node ID was registered", err)
+	case <-time.After(300 * time.Millisecond): // it waits; nothing to poll for
+	}
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("Start after the first session ended: %v", err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed was not signalled when the session opened")
+	}
+	if !second.Valid() {
+		t.Fatal("not valid after Start")
 	}
 }
 

@@ -90,6 +90,7 @@ type Agent struct {
 	live       []string
 	desired    []string      // desired[shard] over live; replaced, never mutated
 	handoffs   *rate.Limiter // paces handoffs (Config.HandoffRate, HandoffBurst)
+	changed    chan struct{} // closed, and replaced, when a session opens or ends (Changed)
 
 	life       context.Context // ends when Shutdown finishes
 	lifeCancel context.CancelFunc
@@ -132,13 +133,17 @@ func New(cfg Config, client *clientv3.Client, host ShardRunner) (*Agent, error) 
 		releasing: map[uint32]bool{},
 		live:      live,
 		handoffs:  rate.NewLimiter(rate.Limit(cfg.HandoffRate), cfg.HandoffBurst),
+		changed:   make(chan struct{}),
 		loopDone:  make(chan struct{}),
 	}, nil
 }
 
 // Start checks the cluster's shard count, opens the session, registers the
-// node, loads the routing table and starts the reconciler. ctx bounds the
-// start only. On an error everything started so far is undone.
+// node, loads the routing table and starts the reconciler. A node ID still
+// registered by a previous session (a crashed process's, whose lease has
+// not ended) makes it wait for that lease to end; ctx bounds the start,
+// and the wait: when ctx ends first, Start fails with ErrNodeIDInUse. On
+// an error everything started so far is undone.
 func (n *Agent) Start(ctx context.Context) (err error) {
 	if !n.started.CompareAndSwap(false, true) {
 		return ErrStarted
@@ -155,7 +160,7 @@ func (n *Agent) Start(ctx context.Context) (err error) {
 	if err := EnsureShardCount(ctx, n.client, n.keys, n.cfg.Shards); err != nil {
 		return err
 	}
-	if err := n.openSession(ctx, n.cfg.RequestTimeout); err != nil {
+	if err := n.openFirstSession(ctx); err != nil {
 		return err
 	}
 	if err := n.table.start(ctx, loopCtx); err != nil {
@@ -240,6 +245,9 @@ func (n *Agent) stop(ctx context.Context, how teardown) error {
 	n.mu.Lock()
 	s, old := n.sess, n.oldLease
 	n.sess, n.owned = nil, map[uint32]int64{}
+	if s != nil {
+		n.signalLocked()
+	}
 	n.mu.Unlock()
 
 	var err error
@@ -347,6 +355,23 @@ func (n *Agent) Valid() bool {
 	s := n.sess
 	n.mu.Unlock()
 	return s != nil && s.Valid()
+}
+
+// Changed returns a channel that is closed the next time a session opens
+// or ends: Valid may then answer differently. (Valid turns false when the
+// validity deadline passes, a moment before the session's end is noticed;
+// Changed reports that end.) Safe for concurrent use.
+func (n *Agent) Changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+// signalLocked closes the channel Changed returned and makes a new one.
+// n.mu is held.
+func (n *Agent) signalLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
 }
 
 // Deadline returns the current session's validity deadline, or the zero
@@ -459,6 +484,29 @@ func (n *Agent) poke() {
 	}
 }
 
+// openFirstSession opens the node's first session. A node restarted right
+// after a crash finds its ID still registered under the crashed process's
+// lease (ErrNodeIDInUse) until that lease expires or a peer revokes it; it
+// waits for that, retrying with backoff, until ctx ends.
+func (n *Agent) openFirstSession(ctx context.Context) error {
+	wait := n.cfg.RetryBackoff
+	for {
+		err := n.openSession(ctx, n.cfg.RequestTimeout)
+		if err == nil || !errors.Is(err, ErrNodeIDInUse) {
+			return err
+		}
+		n.log.Info("placement: node ID still registered by a previous session; waiting for its lease to end", "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up waiting: %v)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // openSession grants a new lease, registers the node under it (taking the
 // registry entry over from the previous session's lease, which may not be
 // revoked yet) and starts the session's watcher. Each etcd request is
@@ -491,6 +539,7 @@ func (n *Agent) openSession(ctx context.Context, timeout time.Duration) error {
 	sctx, scancel := context.WithCancel(n.life)
 	n.mu.Lock()
 	n.sess, n.sessCtx, n.sessCancel = s, sctx, scancel
+	n.signalLocked()
 	n.mu.Unlock()
 	n.log.Info("placement: session opened", "lease", fmt.Sprintf("%x", int64(s.ID())), "ttl", s.TTL())
 	n.wg.Add(1)
@@ -567,6 +616,7 @@ func (n *Agent) watchSession(s *Session, sctx context.Context) {
 	n.sess = nil
 	n.oldLease = s.ID()
 	n.sessCancel()
+	n.signalLocked()
 	n.mu.Unlock()
 	n.log.Warn("placement: session ended; dropping all shards", "err", s.Err(), "shards", len(shards))
 	n.host.Lost(shards)

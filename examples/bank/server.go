@@ -434,31 +434,19 @@ func reloadGossipKeys(n *cluster.Node, path string) error {
 }
 
 // startNode starts a node for cfg. A node restarted right after a crash
-// finds its ID still registered under the crashed process's lease
-// (placement.ErrNodeIDInUse) until that lease expires or a peer revokes
-// it; startNode waits for that, retrying with a fresh Node, until ctx ends.
+// finds its ID still registered under the crashed process's lease until
+// that lease expires or a peer revokes it; Start waits for that (placement
+// logs it), until ctx ends.
 func startNode(ctx context.Context, cfg cluster.Config, log io.Writer) (*cluster.Node, error) {
-	for attempt := 0; ; attempt++ {
-		n, err := cluster.New(cfg, ledger.Account, ledger.Transfer)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		err = n.Start(ctx)
-		if err == nil {
-			return n, nil
-		}
-		if !errors.Is(err, placement.ErrNodeIDInUse) {
-			return nil, err
-		}
-		if attempt == 0 {
-			fmt.Fprintf(log, "node %s: waiting for the previous session's lease to expire (%v)\n", cfg.NodeID, err)
-		}
-		t := time.NewTimer(500 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
+	n, err := cluster.New(cfg, ledger.Account, ledger.Transfer)
+	if err != nil {
+		return nil, usageError{err}
 	}
+	if err := n.Start(ctx); err != nil {
+		if errors.Is(err, placement.ErrNodeIDInUse) {
+			fmt.Fprintf(log, "node %s: gave up waiting for the previous session's lease to end: %v\n", cfg.NodeID, err)
+		}
+		return nil, err
+	}
+	return n, nil
 }

@@ -291,7 +291,7 @@ type saveResult struct {
 	err     error
 }
 
-func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
+func newBatcher(store persistence.Store, cfg HostConfig, onBatch func(int)) *batcher {
 	return &batcher{
 		store:       store,
 		maxRecords:  cfg.BatchMaxRecords,
@@ -300,7 +300,7 @@ func newBatcher(store persistence.Store, cfg HostConfig) *batcher {
 		maxDelay:    cfg.BatchMaxDelay,
 		maxInFlight: cfg.BatchMaxInFlight,
 		timeout:     cfg.StoreTimeout,
-		onBatch:     cfg.OnBatch,
+		onBatch:     onBatch,
 		tracer:      cfg.Tracer,
 		in:          make(chan batchOp, 1024),
 		stop:        make(chan struct{}),

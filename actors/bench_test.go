@@ -81,7 +81,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 	for _, delay := range []time.Duration{0, time.Millisecond} {
 		for _, limit := range []int{1, 64, 512} {
 			b.Run(fmt.Sprintf("delay=%v/limit=%d", delay, limit), func(b *testing.B) {
-				h := newHarness(b, func(c *actors.HostConfig) { c.BatchMaxRecords = limit })
+				h := newHarness(b, func(c *actors.HostConfig, d *actors.HostDeps) { c.BatchMaxRecords = limit })
 				h.store.DelaySaves(delay)
 				const writers = 256
 				ctx := context.Background()
@@ -133,7 +133,7 @@ func idleEntityMemory(b *testing.B, n int) {
 	cfg.MaxActive = 2 * n
 	cfg.IdleTimeout = time.Hour // nothing passivates while the entities are counted
 	st := discardStore{}
-	host, err := actors.NewHost(cfg, st, newCounterKind(&guard{}, &counters{}))
+	host, err := actors.NewHost(cfg, actors.HostDeps{Store: st}, newCounterKind(&guard{}, &counters{}))
 	if err != nil {
 		b.Fatal(err)
 	}

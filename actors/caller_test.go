@@ -84,7 +84,7 @@ func newVaultHarness(t *testing.T, trustUnauthenticated bool) *vaultHarness {
 	cfg.Shards = 8
 	cfg.TrustUnauthenticated = trustUnauthenticated
 	v := &vaultHarness{store: &countingStore{Store: memory.New()}, log: &callerLog{}}
-	v.host = startHost(t, cfg, v.store, newVaultKind(t, v.log))
+	v.host = startHost(t, cfg, actors.HostDeps{Store: v.store}, newVaultKind(t, v.log))
 	ownAll(t, v.host, cfg.Shards)
 	return v
 }

@@ -55,9 +55,9 @@ func TestColocatedMessagesStayLocalAndShareASave(t *testing.T) {
 	r := &countingRouter{}
 	var mu sync.Mutex
 	var batches []int
-	h := newHarness(t, func(c *actors.HostConfig) {
-		c.Router = r
-		c.OnBatch = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) {
+		d.Router = r
+		d.OnBatch = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
 	})
 	r.host.Store(h.host)
 	ctx := testCtx(t)
@@ -198,7 +198,7 @@ func TestColocatedWriteNeverPrecedesItsSender(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.BatchMaxInFlight = 4
-	host := startHost(t, cfg, st, newCounterKind(&guard{}, &counters{}))
+	host := startHost(t, cfg, actors.HostDeps{Store: st}, newCounterKind(&guard{}, &counters{}))
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	sender, err := actors.Colocated("counter", ref("rcv"), "snd")
@@ -298,7 +298,7 @@ func TestColocatedMessageOfEndedOwnershipIsRefused(t *testing.T) {
 	st := memory.New()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	host := startHost(t, cfg, st, newCounterKind(&guard{}, &counters{}), blocker)
+	host := startHost(t, cfg, actors.HostDeps{Store: st}, newCounterKind(&guard{}, &counters{}), blocker)
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	rcv := actors.Ref{Kind: "counter", ID: "rcv"}
@@ -346,7 +346,7 @@ func TestWriteAfterDropIsWithdrawn(t *testing.T) {
 	st := memory.New()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 2
-	host := startHost(t, cfg, st, slow)
+	host := startHost(t, cfg, actors.HostDeps{Store: st}, slow)
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	target := actors.Ref{Kind: "slow", ID: "s"}

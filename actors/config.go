@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -161,20 +162,6 @@ type HostConfig struct {
 	// RetryPolicy); WithRetry overrides it per message. Default
 	// DefaultRetryPolicy().
 	Retry RetryPolicy
-	// Router delivers entity-to-entity messages; nil routes within this host.
-	Router Router
-	// Lease is the node's placement lease: replies are withheld (the caller
-	// gets a retryable error) and entities' messages wait while it is not
-	// valid. nil means always valid.
-	Lease Lease
-	// OnShardLost is called (from an entity's goroutine; it must not block)
-	// when a shard is dropped because the store rejected a write or fence
-	// with ErrFenced, or a write failed with an unknown outcome: placement
-	// should give the shard up so that it is owned again under a new epoch.
-	OnShardLost func(shard uint32, epoch int64, err error)
-	// OnBatch, when set, is called with the record count of every Save the
-	// batcher makes (from the batcher's goroutine; it must not block).
-	OnBatch func(records int)
 	// TrustUnauthenticated makes the host trust callers with no verified
 	// identity (CallerUnknown: a plaintext transport) as it trusts the
 	// cluster's nodes: they may send the messages kinds declare internal
@@ -192,6 +179,30 @@ type HostConfig struct {
 	Tracer trace.Tracer
 	// Logger receives the host's logs. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// HostDeps are what a host works with but does not own, kept apart from
+// the tunables of HostConfig. Only Store is required.
+type HostDeps struct {
+	// Store keeps the entities' records (and, for event-sourced kinds,
+	// their journals). Required; the host does not close it.
+	Store persistence.Store
+	// Router delivers entity-to-entity messages; nil routes within this
+	// host.
+	Router Router
+	// Lease is the node's placement lease: replies are withheld (the caller
+	// gets a retryable error) and entities' messages wait while it is not
+	// valid. nil means always valid.
+	Lease Lease
+	// ShardLost is called (from an entity's goroutine; it must not block)
+	// when the host gives a shard up on its own: the store rejected a write
+	// or fence with ErrFenced, or a write failed with an unknown outcome.
+	// Placement should let the shard go so that it is owned again under a
+	// new epoch. nil: nobody is told.
+	ShardLost func(shard uint32, epoch int64, err error)
+	// OnBatch, when set, is called with the record count of every Save the
+	// batcher makes (from the batcher's goroutine; it must not block).
+	OnBatch func(records int)
 }
 
 // DefaultHostConfig returns the production defaults.

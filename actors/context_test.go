@@ -113,7 +113,7 @@ func startProbe(t *testing.T, tweak func(*actors.HostConfig)) (*actors.Host, *pr
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	host := startHost(t, cfg, memory.New(), probeKind(p))
+	host := startHost(t, cfg, actors.HostDeps{Store: memory.New()}, probeKind(p))
 	ownAll(t, host, cfg.Shards)
 	return host, p, cfg
 }

@@ -32,7 +32,7 @@ func storedRecord(t *testing.T, h *harness, id string) *ordopb.EntityRecord {
 // copy of the request ID, the payload's type URL without its prefix), and
 // a retry answered from a reloaded record gets the whole reply back.
 func TestDedupEntriesAreStoredCompact(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.IdleTimeout = 50 * time.Millisecond })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.IdleTimeout = 50 * time.Millisecond })
 	ctx := testCtx(t)
 	const id = "req-compact-1"
 	v, err := h.add(ctx, "compact", 5, actors.WithRequestID(id))
@@ -111,7 +111,7 @@ func TestDedupEntriesStoredWholeStillAnswer(t *testing.T) {
 // HostStats.DedupEntries counts the entries the active entities hold: the
 // window of each, and nothing of an entity that stopped.
 func TestHostStatsCountDedupEntries(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.DedupWindow = 4 })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.DedupWindow = 4 })
 	ctx := testCtx(t)
 	entries := func(want int64) {
 		t.Helper()

@@ -64,7 +64,7 @@ func newLatch(t *testing.T, tweak func(*actors.HostConfig)) *latchHarness {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	l.host = startHost(t, cfg, l.store, latchKind(&l.echoes))
+	l.host = startHost(t, cfg, actors.HostDeps{Store: l.store}, latchKind(&l.echoes))
 	ownAll(t, l.host, cfg.Shards)
 	return l
 }
@@ -301,7 +301,7 @@ func TestDeferInReadHandlerIsAnError(t *testing.T) {
 		}))
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 1
-	h := startHost(t, cfg, memory.New(), k)
+	h := startHost(t, cfg, actors.HostDeps{Store: memory.New()}, k)
 	ownAll(t, h, cfg.Shards)
 	_, err := actors.Call[*testpb.Value](testCtx(t), h, actors.Ref{Kind: "bad", ID: "x"}, &testpb.Get{})
 	require.ErrorIs(t, err, actors.ErrInternal)

@@ -32,7 +32,7 @@
 //
 //   - Failures. A write rejected by fencing, or one whose outcome the store
 //     could not report, drops the whole shard: its entities stop, their
-//     waiting callers get a retryable error, and OnShardLost tells
+//     waiting callers get a retryable error, and HostDeps.ShardLost tells
 //     placement to let the shard go, so that it is served again only under
 //     a new epoch (whose fence rejects a write still on its way; restarting
 //     under the same epoch could let such a late write overwrite newer

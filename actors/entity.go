@@ -1274,7 +1274,7 @@ func (e *entity) attempt(out *outMsg) {
 	}
 	sh, h := e.shard, e.h
 	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.RequestTimeout)
-	h.router.Route(ctx, env, shardSender{sh: sh, lease: h.cfg.Lease}, func(rep *ordopb.Reply) {
+	h.router.Route(ctx, env, shardSender{sh: sh, lease: h.deps.Lease}, func(rep *ordopb.Reply) {
 		cancel()
 		done(rep)
 	})

@@ -116,7 +116,7 @@ func BenchmarkEventSourcedAccount(b *testing.B) {
 					store := &byteCounter{Store: mem}
 					cfg := actors.DefaultLocalConfig()
 					cfg.Shards = 64
-					h, err := actors.NewHost(cfg, store, kind)
+					h, err := actors.NewHost(cfg, actors.HostDeps{Store: store}, kind)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -213,7 +213,7 @@ func BenchmarkEventSourcedActivation(b *testing.B) {
 			cfg.Shards = 1
 			ctx := context.Background()
 			host := func(epoch int64) *actors.Host {
-				h, err := actors.NewHost(cfg, store, kind)
+				h, err := actors.NewHost(cfg, actors.HostDeps{Store: store}, kind)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -92,15 +92,16 @@ const esShards = 4
 
 // esHost starts a host of kinds over store owning every shard at epoch;
 // it is shut down at cleanup (the store is left open).
-func esHost(t *testing.T, store persistence.Store, epoch int64, tweak func(*actors.HostConfig), kinds ...actors.Kind) *actors.Host {
+func esHost(t *testing.T, store persistence.Store, epoch int64, tweak func(*actors.HostConfig, *actors.HostDeps), kinds ...actors.Kind) *actors.Host {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = esShards
 	cfg.Logger = testutil.Logger()
+	deps := actors.HostDeps{Store: store}
 	if tweak != nil {
-		tweak(&cfg)
+		tweak(&cfg, &deps)
 	}
-	h, err := actors.NewHost(cfg, store, kinds...)
+	h, err := actors.NewHost(cfg, deps, kinds...)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	t.Cleanup(func() {
@@ -286,7 +287,7 @@ func TestEventSourcedSnapshotOnPassivation(t *testing.T) {
 	defer store.Close()
 	var ec esCounter
 	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{})
-	h := esHost(t, store, 1, func(c *actors.HostConfig) { c.IdleTimeout = 50 * time.Millisecond }, kind)
+	h := esHost(t, store, 1, func(c *actors.HostConfig, d *actors.HostDeps) { c.IdleTimeout = 50 * time.Millisecond }, kind)
 	ctx := testCtx(t)
 	for range 5 {
 		_, err := esAdd(ctx, h, "p", 2)
@@ -324,7 +325,7 @@ func TestEventSourcedRollbackAndDedup(t *testing.T) {
 	defer store.Close()
 	var ec esCounter
 	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{})
-	h := esHost(t, store, 1, func(c *actors.HostConfig) { c.BatchMaxEvents = 5 }, kind)
+	h := esHost(t, store, 1, func(c *actors.HostConfig, d *actors.HostDeps) { c.BatchMaxEvents = 5 }, kind)
 	ctx := testCtx(t)
 
 	v, err := esAdd(ctx, h, "r", 3, actors.WithRequestID("once"))
@@ -409,7 +410,7 @@ func TestNewHostRefusesEventSourcedKindWithoutJournal(t *testing.T) {
 	var ec esCounter
 	store := memory.New()
 	defer store.Close()
-	_, err := actors.NewHost(actors.DefaultLocalConfig(), stateOnly{store}, ec.kind(actors.EventSourcing[*testpb.Counter]{}))
+	_, err := actors.NewHost(actors.DefaultLocalConfig(), actors.HostDeps{Store: stateOnly{store}}, ec.kind(actors.EventSourcing[*testpb.Counter]{}))
 	require.ErrorContains(t, err, "keeps no journal")
 }
 
@@ -585,7 +586,7 @@ func TestEventSourcedSnapshotOverMaxStateBytes(t *testing.T) {
 	var ec esCounter
 	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{SnapshotEvery: 1})
 	logs := testutil.NewRecorder()
-	h1 := esHost(t, store, 1, func(c *actors.HostConfig) {
+	h1 := esHost(t, store, 1, func(c *actors.HostConfig, d *actors.HostDeps) {
 		c.MaxStateBytes = 1000
 		c.Logger = slog.New(logs)
 	}, kind)
@@ -649,7 +650,7 @@ func TestEventSourcedCoalescingKeepsEvents(t *testing.T) {
 	store := &eventCountingStore{Store: mem}
 	var ec esCounter
 	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{SnapshotEvery: 8})
-	h := esHost(t, store, 1, func(c *actors.HostConfig) { c.BatchMaxEvents = 4 }, kind)
+	h := esHost(t, store, 1, func(c *actors.HostConfig, d *actors.HostDeps) { c.BatchMaxEvents = 4 }, kind)
 	ctx := testCtx(t)
 	// Entities of one shard, activated before the Saves block.
 	var ids []string
@@ -736,7 +737,7 @@ func TestEventSourcedTooLargeGroupSplit(t *testing.T) {
 	store := &hookedStore{Store: mem}
 	var ec esCounter
 	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{})
-	h := esHost(t, store, 1, func(c *actors.HostConfig) { c.Shards = 1 }, kind)
+	h := esHost(t, store, 1, func(c *actors.HostConfig, d *actors.HostDeps) { c.Shards = 1 }, kind)
 	ctx := testCtx(t)
 	mem.LimitSaves(0, 4) // records and events of a shard's group: one record and its two events fit
 	arm := func(id string) (*testpb.Value, error) {
@@ -810,8 +811,8 @@ func TestEventSourcedSequenceErrorDropsShard(t *testing.T) {
 	var ec esCounter
 	lost := make(chan error, 1)
 	logs := testutil.NewRecorder()
-	h := esHost(t, store, 1, func(c *actors.HostConfig) {
-		c.OnShardLost = func(_ uint32, _ int64, err error) {
+	h := esHost(t, store, 1, func(c *actors.HostConfig, d *actors.HostDeps) {
+		d.ShardLost = func(_ uint32, _ int64, err error) {
 			select {
 			case lost <- err:
 			default:
@@ -884,7 +885,7 @@ func TestEventSourcedWithTracing(t *testing.T) {
 	defer store.Close()
 	var ec esCounter
 	kind := ec.kind(actors.EventSourcing[*testpb.Counter]{SnapshotEvery: 2})
-	tracing := func(c *actors.HostConfig) { c.Tracer = tp.Tracer(actors.TracerName) }
+	tracing := func(c *actors.HostConfig, _ *actors.HostDeps) { c.Tracer = tp.Tracer(actors.TracerName) }
 	h1 := esHost(t, store, 1, tracing, kind)
 	ctx := testCtx(t)
 	for range 3 {
@@ -952,7 +953,7 @@ func TestEventSourcedReminders(t *testing.T) {
 		actors.OnRead(func(c *esCtx, _ *testpb.Get) (*testpb.Value, error) {
 			return &testpb.Value{Value: c.State.Value}, nil
 		}))
-	tick := func(c *actors.HostConfig) { c.ReminderTick = 5 * time.Millisecond }
+	tick := func(c *actors.HostConfig, _ *actors.HostDeps) { c.ReminderTick = 5 * time.Millisecond }
 	h1 := esHost(t, store, 1, tick, kind)
 	ctx := testCtx(t)
 	due := time.Now().Add(time.Hour)

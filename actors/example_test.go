@@ -29,7 +29,7 @@ func Example() {
 	ctx := context.Background()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	host, err := actors.NewHost(cfg, memory.New(), counter)
+	host, err := actors.NewHost(cfg, actors.HostDeps{Store: memory.New()}, counter)
 	if err != nil {
 		panic(err)
 	}
@@ -236,8 +236,7 @@ func ExampleRequest() {
 	router := &attemptCounter{n: make(map[string]int)}
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	cfg.Router = router
-	host, err := actors.NewHost(cfg, memory.New(), relay, counter)
+	host, err := actors.NewHost(cfg, actors.HostDeps{Router: router, Store: memory.New()}, relay, counter)
 	if err != nil {
 		panic(err)
 	}
@@ -274,7 +273,7 @@ func exampleHost(ctx context.Context, kinds ...actors.Kind) *actors.Host {
 }
 
 func exampleHostWith(ctx context.Context, cfg actors.HostConfig, kinds ...actors.Kind) *actors.Host {
-	host, err := actors.NewHost(cfg, memory.New(), kinds...)
+	host, err := actors.NewHost(cfg, actors.HostDeps{Store: memory.New()}, kinds...)
 	if err != nil {
 		panic(err)
 	}

@@ -79,8 +79,7 @@ func TestLateMessageFromFormerOwnerIsRefused(t *testing.T) {
 	// The former owner, epoch 1: its message to dst is held on the link.
 	link := &linkRouter{}
 	cfgA := cfg
-	cfgA.Router = link
-	a := startHost(t, cfgA, store, newCounterKind(&guard{}, &counters{}))
+	a := startHost(t, cfgA, actors.HostDeps{Router: link, Store: store}, newCounterKind(&guard{}, &counters{}))
 	ownAll(t, a, cfg.Shards)
 	fwd := &testpb.Forward{To: dst.ID, Delta: 5, RequestId: "step-1"}
 	_, err := actors.Call[*testpb.Value](ctx, a, src, fwd)
@@ -99,7 +98,7 @@ func TestLateMessageFromFormerOwnerIsRefused(t *testing.T) {
 	// The new owner, epoch 2, re-drives the step, then dst takes more
 	// writes than its dedup window holds.
 	n := &counters{}
-	b := startHost(t, cfg, memoryView{store}, newCounterKind(&guard{}, n))
+	b := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, newCounterKind(&guard{}, n))
 	for s := range cfg.Shards {
 		require.NoError(t, b.Own(uint32(s), 2))
 	}
@@ -132,7 +131,7 @@ func TestLateMessageFromFormerOwnerIsRefused(t *testing.T) {
 
 	// The fence is durable: a later owner refuses it too.
 	b.DropAll(actors.ErrFenced)
-	c := startHost(t, cfg, memoryView{store}, newCounterKind(&guard{}, &counters{}))
+	c := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, newCounterKind(&guard{}, &counters{}))
 	for s := range cfg.Shards {
 		require.NoError(t, c.Own(uint32(s), 3))
 	}

@@ -118,7 +118,7 @@ func TestGuardNoLoadBeforeFence(t *testing.T) {
 	store := newFenceWatchStore(1, true)
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 1
-	host := startHost(t, cfg, store, newCounterKind(&guard{}, &counters{}))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, newCounterKind(&guard{}, &counters{}))
 	require.NoError(t, host.Own(0, 1))
 	// The background fence has failed and given the shard back unfenced.
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
@@ -279,7 +279,7 @@ func TestGuardReadAfterActivationWriteWaitsForIt(t *testing.T) {
 	store := memory.New()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	host := startHost(t, cfg, store, hookedKind(rd))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, hookedKind(rd))
 	ownAll(t, host, cfg.Shards)
 	release := store.BlockSaves()
 	defer release()
@@ -304,9 +304,8 @@ func TestGuardReadAfterContinuationWriteWaitsForIt(t *testing.T) {
 	router := &captureRouter{}
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	cfg.Router = router
 	cfg.RequestTimeout = time.Minute // the test answers the request
-	host := startHost(t, cfg, store, contKind(rd))
+	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: store}, contKind(rd))
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "cont", ID: "c"}
@@ -342,8 +341,7 @@ func TestGuardFailedHandlerSendsNothing(t *testing.T) {
 	router := &captureRouter{}
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	cfg.Router = router
-	host := startHost(t, cfg, store, contKind(rd))
+	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: store}, contKind(rd))
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "cont", ID: "s"}

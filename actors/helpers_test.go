@@ -11,7 +11,6 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/internal/testutil"
-	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
@@ -116,15 +115,17 @@ type harness struct {
 }
 
 // newHarness starts a host over a memory store owning every shard at epoch 1.
-func newHarness(t testing.TB, tweak func(*actors.HostConfig)) *harness {
+// tweak, when set, changes the host's tunables and dependencies first.
+func newHarness(t testing.TB, tweak func(*actors.HostConfig, *actors.HostDeps)) *harness {
 	t.Helper()
 	h := &harness{store: memory.New(), g: &guard{}, n: &counters{}}
 	h.cfg = actors.DefaultLocalConfig()
 	h.cfg.Shards = 8
+	deps := actors.HostDeps{Store: h.store}
 	if tweak != nil {
-		tweak(&h.cfg)
+		tweak(&h.cfg, &deps)
 	}
-	host, err := actors.NewHost(h.cfg, h.store, newCounterKind(h.g, h.n))
+	host, err := actors.NewHost(h.cfg, deps, newCounterKind(h.g, h.n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +191,14 @@ var errPending = errors.New("pending")
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
-// startHost starts a host over store with cfg and kinds, stopped at cleanup.
-func startHost(t *testing.T, cfg actors.HostConfig, store persistence.Store, kinds ...actors.Kind) *actors.Host {
+// startHost starts a host with cfg, deps and kinds, stopped (and its store
+// closed) at cleanup.
+func startHost(t *testing.T, cfg actors.HostConfig, deps actors.HostDeps, kinds ...actors.Kind) *actors.Host {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testutil.Logger()
 	}
-	host, err := actors.NewHost(cfg, store, kinds...)
+	host, err := actors.NewHost(cfg, deps, kinds...)
 	require.NoError(t, err)
 	require.NoError(t, host.Start(context.Background()))
 	t.Cleanup(func() {
@@ -205,7 +207,7 @@ func startHost(t *testing.T, cfg actors.HostConfig, store persistence.Store, kin
 		if err := host.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		store.Close()
+		deps.Store.Close()
 	})
 	return host
 }

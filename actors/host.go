@@ -29,6 +29,7 @@ import (
 // shard's fenceMu is never taken while holding Host.mu.
 type Host struct {
 	cfg   HostConfig
+	deps  HostDeps
 	store persistence.Store // raw, or raw with spans (HostConfig.Tracer)
 	// raw is the store as given, for its optional interfaces
 	// (persistence.BatchLoader, Journal, ReminderIndex), which store may
@@ -227,10 +228,11 @@ type HostStats struct {
 // NewHost validates cfg and returns a host for kinds over store. Call
 // Start before use. A store for event-sourced kinds (EventSourced) must
 // keep journals (persistence.Journal).
-func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, error) {
+func NewHost(cfg HostConfig, deps HostDeps, kinds ...Kind) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	store := deps.Store
 	if store == nil {
 		return nil, errors.New("actors: nil store")
 	}
@@ -240,11 +242,12 @@ func NewHost(cfg HostConfig, store persistence.Store, kinds ...Kind) (*Host, err
 	}
 	h := &Host{
 		cfg:     cfg,
+		deps:    deps,
 		store:   store,
 		raw:     raw,
 		kinds:   make(map[string]Kind),
 		log:     cfg.Logger,
-		router:  cfg.Router,
+		router:  deps.Router,
 		shards:  make(map[uint32]*shardState),
 		lru:     list.New(),
 		stopped: make(chan struct{}),
@@ -293,7 +296,7 @@ func (h *Host) Start(ctx context.Context) error {
 		h.props = actor.PropsFromProducer(func() actor.Actor { return h.spawning },
 			actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(h.pool))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-		h.batcher = newBatcher(h.store, h.cfg)
+		h.batcher = newBatcher(h.store, h.cfg, h.deps.OnBatch)
 		h.loader = newLoader(h.ctx, h.store, h.raw, h.cfg.StoreTimeout)
 		go h.batcher.run(h.ctx)
 		h.bg.Add(1)
@@ -900,7 +903,7 @@ func (h *Host) finish(c *call, rep *ordopb.Reply) {
 	}
 	h.mu.Unlock()
 	if code := rep.GetError().GetCode(); (code == ordopb.Code_CODE_OK || code == ordopb.Code_CODE_HANDLER) &&
-		h.cfg.Lease != nil && !h.cfg.Lease.Valid() {
+		h.deps.Lease != nil && !h.deps.Lease.Valid() {
 		rep = errReply(c.env, errf(ordopb.Code_CODE_UNAVAILABLE, "lease not valid: reply withheld"))
 	}
 	c.reply(rep)
@@ -940,8 +943,8 @@ func (h *Host) shardLost(sh *shardState, err error) {
 		h.log.Warn("a write of the shard failed; dropped the shard until it is owned under a new epoch",
 			"shard", sh.id, "epoch", sh.epoch, "err", err)
 	}
-	if h.cfg.OnShardLost != nil {
-		h.cfg.OnShardLost(sh.id, sh.epoch, err)
+	if h.deps.ShardLost != nil {
+		h.deps.ShardLost(sh.id, sh.epoch, err)
 	}
 }
 

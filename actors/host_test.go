@@ -22,7 +22,7 @@ import (
 // at once.
 func TestPerSenderFIFOAndNoOverlap(t *testing.T) {
 	const senders, perSender = 8, 200
-	h := newHarness(t, func(c *actors.HostConfig) { c.MaxMailbox = senders * perSender })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.MaxMailbox = senders * perSender })
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for s := 0; s < senders; s++ {
@@ -116,8 +116,8 @@ func TestOutputGateHoldsRepliesUntilDurable(t *testing.T) {
 // with the same ID applies once.
 func TestFailedSaveDropsShardUntilNewEpoch(t *testing.T) {
 	var lost atomic.Int64
-	h := newHarness(t, func(c *actors.HostConfig) {
-		c.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) {
+		d.ShardLost = func(uint32, int64, error) { lost.Add(1) }
 	})
 	ctx := testCtx(t)
 	_, err := h.add(ctx, "fail", 5, actors.WithRequestID("first"))
@@ -228,7 +228,7 @@ func TestLaterPendingWritesFailWithEarlierOne(t *testing.T) {
 // The same request ID, sent many times at once and again after
 // passivation, changes the state once and always gets the same reply.
 func TestExactlyOnce(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.IdleTimeout = 50 * time.Millisecond })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.IdleTimeout = 50 * time.Millisecond })
 	ctx := testCtx(t)
 	const n = 50
 	var wg sync.WaitGroup
@@ -295,8 +295,8 @@ func TestHandlerErrorRollbackAndDedup(t *testing.T) {
 // caller a retryable error.
 func TestFencedWriteDropsShard(t *testing.T) {
 	var lost atomic.Int64
-	h := newHarness(t, func(c *actors.HostConfig) {
-		c.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) {
+		d.ShardLost = func(uint32, int64, error) { lost.Add(1) }
 	})
 	ctx := testCtx(t)
 	_, err := h.add(ctx, "fence", 1)
@@ -341,7 +341,7 @@ func TestActivationFencedDropsShard(t *testing.T) {
 	store := newFenceWatchStore(shards, false) // holds every Fence until unblock
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = shards
-	host := startHost(t, cfg, store, newCounterKind(&guard{}, &counters{}))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, newCounterKind(&guard{}, &counters{}))
 	ctx := testCtx(t)
 	shard := actors.ShardOf(ref("late"), shards)
 	require.NoError(t, host.Own(shard, 1))
@@ -365,7 +365,7 @@ func TestActivationFencedDropsShard(t *testing.T) {
 // The LRU cap bounds active entities (by count) and passivated state survives.
 func TestPassivationCapKeepsState(t *testing.T) {
 	const cap, n = 10, 100
-	h := newHarness(t, func(c *actors.HostConfig) { c.MaxActive = cap })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.MaxActive = cap })
 	ctx := testCtx(t)
 	for i := 0; i < n; i++ {
 		_, err := h.add(ctx, fmt.Sprintf("e%03d", i), int64(i))
@@ -448,7 +448,7 @@ func TestGroupCommitCoalescesOneEntity(t *testing.T) {
 
 // Batch limits hold: no Save carries more than BatchMaxRecords records.
 func TestBatchLimitRecords(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.BatchMaxRecords = 4 })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.BatchMaxRecords = 4 })
 	h.store.DelaySaves(time.Millisecond)
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
@@ -521,7 +521,7 @@ func TestEntityToEntityRequest(t *testing.T) {
 // Release drains: admitted calls finish, later ones get ErrNotHere, and
 // the shard's state is durable when Release returns.
 func TestReleaseDrains(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.Shards = 1 })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.Shards = 1 })
 	h.store.DelaySaves(time.Millisecond)
 	ctx := testCtx(t)
 	const n = 100
@@ -555,7 +555,7 @@ func TestReleaseDrains(t *testing.T) {
 // Replies that reveal state are withheld while the lease is not valid.
 func TestLeaseInvalidWithholdsReplies(t *testing.T) {
 	valid := newTestLease()
-	h := newHarness(t, func(c *actors.HostConfig) { c.Lease = valid })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { d.Lease = valid })
 	ctx := testCtx(t)
 	_, err := h.add(ctx, "lease", 1, actors.WithRequestID("l1"))
 	require.NoError(t, err)
@@ -648,7 +648,7 @@ func TestConfigAndKindValidation(t *testing.T) {
 		actors.OnRead(func(*ctxC, *testpb.Get) (*testpb.Value, error) { return nil, nil }),
 		actors.OnRead(func(*ctxC, *testpb.Get) (*testpb.Value, error) { return nil, nil }))
 	require.Error(t, err)
-	_, err = actors.NewHost(actors.DefaultHostConfig(), nil)
+	_, err = actors.NewHost(actors.DefaultHostConfig(), actors.HostDeps{})
 	require.Error(t, err)
 	_, err = actors.NewRef("counter", string([]byte{0xff}))
 	require.ErrorIs(t, err, persistence.ErrInvalid)
@@ -672,7 +672,7 @@ func TestShardOfIsStable(t *testing.T) {
 // A stale owner's write that is fenced after the shard was owned again at
 // a newer epoch fails alone: the new ownership keeps the shard and writes.
 func TestStaleWriteDoesNotTakeNewOwnershipDown(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.Shards = 1 })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.Shards = 1 })
 	ctx := testCtx(t)
 	_, err := h.add(ctx, "x", 1)
 	require.NoError(t, err)
@@ -740,9 +740,9 @@ func (r *heldRouter) routed() ([]context.Context, []actors.Sender) {
 func TestOutgoingEndsWithItsShard(t *testing.T) {
 	router := &heldRouter{}
 	valid := newTestLease()
-	h := newHarness(t, func(c *actors.HostConfig) {
-		c.Router = router
-		c.Lease = valid
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) {
+		d.Router = router
+		d.Lease = valid
 		c.RequestTimeout = time.Hour // only the ownership may end it
 	})
 	ctx := testCtx(t)
@@ -783,7 +783,7 @@ func TestOutgoingEndsWithItsShard(t *testing.T) {
 // a loop), and goes out once the lease is valid again.
 func TestOutgoingWaitsForTheLease(t *testing.T) {
 	valid := newTestLease()
-	h := newHarness(t, func(c *actors.HostConfig) { c.Lease = valid })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { d.Lease = valid })
 	ctx := testCtx(t)
 	valid.Store(false)
 	_, err := actors.Call[*testpb.Value](ctx, h.host, ref("src"), &testpb.Forward{To: "dst", Delta: 5, RequestId: "fwd-lease"})

@@ -68,7 +68,7 @@ func TestLimitPayloadTooLargeRefusedBeforeLoad(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.MaxPayloadBytes = 1024
-	host := startHost(t, cfg, store, newCounterKind(&guard{}, &counters{}))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, newCounterKind(&guard{}, &counters{}))
 	ownAll(t, host, cfg.Shards)
 
 	rep := recv(t, submit(host, mustEnvelope(t, ref("big"), &testpb.Add{Delta: 1, Sender: strings.Repeat("x", 2000)}, "big-1")))
@@ -89,7 +89,7 @@ func TestLimitJunkEnvelopesCauseNoLoad(t *testing.T) {
 	store := &countingStore{Store: memory.New()}
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	host := startHost(t, cfg, store, newCounterKind(&guard{}, &counters{}))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, newCounterKind(&guard{}, &counters{}))
 	ownAll(t, host, cfg.Shards)
 
 	add, err := anypb.New(&testpb.Add{Delta: 1})
@@ -159,8 +159,7 @@ func TestLimitStateTooLargeFailsOnlyThatRequest(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.MaxStateBytes = 4096
-	cfg.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
-	host := startHost(t, cfg, store, bigKind())
+	host := startHost(t, cfg, actors.HostDeps{ShardLost: func(uint32, int64, error) { lost.Add(1) }, Store: store}, bigKind())
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	big := actors.Ref{Kind: "big", ID: "b"}
@@ -200,7 +199,7 @@ func TestLimitStateTooLargeFailsOnlyThatRequest(t *testing.T) {
 // MaxStateBytes: the oldest go first, writes never start failing, and a
 // retry of a recent request still gets its stored reply.
 func TestLimitDedupWindowFitsMaxStateBytes(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) { c.MaxStateBytes = 4096 })
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.MaxStateBytes = 4096 })
 	ctx := testCtx(t)
 	const n = 200 // 200 entries of about 80 bytes: far over 4 KiB
 	for i := 1; i <= n; i++ {
@@ -223,8 +222,7 @@ func TestLimitStoreRefusalFailsOnlyItsRecord(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.MaxStateBytes = 1 << 20
-	cfg.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
-	host := startHost(t, cfg, store, bigKind())
+	host := startHost(t, cfg, actors.HostDeps{ShardLost: func(uint32, int64, error) { lost.Add(1) }, Store: store}, bigKind())
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	ids := sameShard("r", 2, cfg.Shards)
@@ -256,8 +254,8 @@ func TestLimitStoreRefusalFailsOnlyItsRecord(t *testing.T) {
 // every write succeeds.
 func TestLimitStoreRefusedGroupIsSplit(t *testing.T) {
 	var lost atomic.Int64
-	h := newHarness(t, func(c *actors.HostConfig) {
-		c.OnShardLost = func(uint32, int64, error) { lost.Add(1) }
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) {
+		d.ShardLost = func(uint32, int64, error) { lost.Add(1) }
 	})
 	ids := sameShard("g", 9, h.cfg.Shards)
 	h.store.LimitSaves(0, 2)
@@ -345,7 +343,7 @@ func TestLimitMailboxBounded(t *testing.T) {
 	cfg.Shards = 4
 	cfg.MaxMailbox = maxMailbox
 	cfg.RetryAfter = 40 * time.Millisecond
-	host := startHost(t, cfg, memory.New(), blockerKind(g))
+	host := startHost(t, cfg, actors.HostDeps{Store: memory.New()}, blockerKind(g))
 	t.Cleanup(g.release)
 	ownAll(t, host, cfg.Shards)
 
@@ -401,7 +399,7 @@ func TestLimitInflightBounded(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.MaxInflight = maxInflight
-	host := startHost(t, cfg, store, blockerKind(g))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, blockerKind(g))
 	t.Cleanup(g.release)
 	ownAll(t, host, cfg.Shards)
 
@@ -438,7 +436,7 @@ func TestLimitInflightBounded(t *testing.T) {
 // it carries on work its sender already admitted (the call in flight
 // that sent it fills MaxInflight here).
 func TestLimitColocatedNeverRefused(t *testing.T) {
-	h := newHarness(t, func(c *actors.HostConfig) {
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) {
 		c.MaxInflight = 1
 		c.Retry = fastRetry(1)
 	})

@@ -45,8 +45,7 @@ func TestNilReplyIsAnInternalError(t *testing.T) {
 	)
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	cfg.Router = router
-	host := startHost(t, cfg, memory.New(), k)
+	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: memory.New()}, k)
 	ownAll(t, host, cfg.Shards)
 	ctx := testCtx(t)
 	r := actors.Ref{Kind: "nilly", ID: "n"}

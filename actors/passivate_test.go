@@ -53,7 +53,7 @@ func startSleepy(t *testing.T, idle time.Duration) (*actors.Host, *memory.Store,
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
 	cfg.IdleTimeout = idle
-	host := startHost(t, cfg, store, sleepyKind(s), newCounterKind(&guard{}, &counters{}))
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, sleepyKind(s), newCounterKind(&guard{}, &counters{}))
 	ownAll(t, host, cfg.Shards)
 	return host, store, s
 }

@@ -124,7 +124,7 @@ func remindCfg(tweak func(*actors.HostConfig)) actors.HostConfig {
 func remindHost(t *testing.T, store *memory.Store, f *firings, epoch int64, tweak func(*actors.HostConfig)) *actors.Host {
 	t.Helper()
 	cfg := remindCfg(tweak)
-	host := startHost(t, cfg, memoryView{store}, remindedKind(t, f))
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, remindedKind(t, f))
 	for s := range cfg.Shards {
 		require.NoError(t, host.Own(uint32(s), epoch))
 	}
@@ -373,7 +373,7 @@ func TestReminderSurvivesHandoff(t *testing.T) {
 	require.NoError(t, a.Release(testCtx(t), shard, 1))
 
 	cfg := remindCfg(nil)
-	b := startHost(t, cfg, memoryView{store}, remindedKind(t, f))
+	b := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, remindedKind(t, f))
 	require.NoError(t, b.Own(shard, 2))
 	ran := waitFired(t, f, "h", 1)
 	require.Len(t, ran, 1)
@@ -429,7 +429,7 @@ func TestReminderFiresOncePerDueTime(t *testing.T) {
 		})
 		_, rems := stored(t, store, "l")
 		require.Empty(t, rems, "the firing's write landed")
-		b := startHost(t, remindCfg(nil), memoryView{store}, remindedKind(t, f))
+		b := startHost(t, remindCfg(nil), actors.HostDeps{Store: memoryView{store}}, remindedKind(t, f))
 		require.NoError(t, b.Own(shard, 2))
 		require.EqualValues(t, 1, remindedValue(t, b, "l"))
 		// A probe on the same entity fires after the first would have
@@ -461,7 +461,7 @@ func TestReminderFiresOncePerDueTime(t *testing.T) {
 		shard := actors.ShardOf(remindRef("x"), 4)
 		require.NoError(t, store.Fence(testCtx(t), shard, 2)) // ...while a new owner takes the shard
 		release()
-		b := startHost(t, remindCfg(nil), memoryView{store}, remindedKind(t, f))
+		b := startHost(t, remindCfg(nil), actors.HostDeps{Store: memoryView{store}}, remindedKind(t, f))
 		require.NoError(t, b.Own(shard, 2))
 		ran := waitFired(t, f, "x", 2)
 		require.Equal(t, ran[0], ran[1], "the same due time, fired again by the new owner")
@@ -527,7 +527,7 @@ func TestReminderLimits(t *testing.T) {
 	require.EqualValues(t, -1, v.GetValue())
 
 	// A store without an index: setting a reminder fails.
-	noIndex := startHost(t, remindCfg(nil), plainStore{memory.New()}, remindedKind(t, nil))
+	noIndex := startHost(t, remindCfg(nil), actors.HostDeps{Store: plainStore{memory.New()}}, remindedKind(t, nil))
 	ownAll(t, noIndex, 4)
 	err = setReminder(t, noIndex, "n", &testpb.Remind{Name: "r", DueUnixNano: far})
 	require.ErrorContains(t, err, "reminder index")
@@ -624,14 +624,14 @@ func TestReminderStaleIndexEntry(t *testing.T) {
 	mem, f := memory.New(), &firings{}
 	idx := &staleIndex{Store: mem}
 	cfg := remindCfg(nil)
-	pre := startHost(t, cfg, memoryView{mem}, remindedKind(t, f))
+	pre := startHost(t, cfg, actors.HostDeps{Store: memoryView{mem}}, remindedKind(t, f))
 	ownAll(t, pre, 4)
 	far := time.Now().Add(time.Hour).UnixNano()
 	require.NoError(t, setReminder(t, pre, "st", &testpb.Remind{Name: "r", DueUnixNano: far, Delta: 1}))
 	require.NoError(t, pre.Shutdown(testCtx(t)))
 
 	idx.stale = persistence.DueEntry{Kind: "reminded", ID: "st", Due: time.Now().Add(-time.Minute).UnixNano()}
-	host := startHost(t, cfg, idx, remindedKind(t, f))
+	host := startHost(t, cfg, actors.HostDeps{Store: idx}, remindedKind(t, f))
 	for s := range 4 {
 		require.NoError(t, host.Own(uint32(s), 2))
 	}
@@ -687,7 +687,7 @@ func TestManyRemindersBoundedActive(t *testing.T) {
 	cfg.MaxActive = maxActive
 	cfg.ReminderBatch = batch
 	cfg.ReminderTick = 5 * time.Millisecond
-	host := startHost(t, cfg, memoryView{store}, k)
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, k)
 	for s := range shards {
 		require.NoError(t, host.Own(uint32(s), 2))
 	}
@@ -799,7 +799,7 @@ func TestReminderPrevDueIsExact(t *testing.T) {
 	seed := storetest.Seed(t)
 	mem := memory.New()
 	idx := &prevDueIndex{Store: mem, entries: map[persistence.DueEntry]bool{}}
-	host := startHost(t, remindCfg(nil), idx, remindedKind(t, nil))
+	host := startHost(t, remindCfg(nil), actors.HostDeps{Store: idx}, remindedKind(t, nil))
 	ownAll(t, host, 4)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	far := time.Now().Add(time.Hour).UnixNano()

@@ -139,12 +139,11 @@ func newRetryHarness(t *testing.T, answer func(int, *ordopb.Envelope) *ordopb.Re
 	rh := &retryHarness{router: &scriptRouter{answer: answer}, out: &outcomes{}, n: &counters{}}
 	rh.cfg = actors.DefaultLocalConfig()
 	rh.cfg.Shards = 4
-	rh.cfg.Router = rh.router
 	rh.cfg.Retry = fastRetry(4)
 	if tweak != nil {
 		tweak(&rh.cfg)
 	}
-	rh.host = startHost(t, rh.cfg, memory.New(), senderKind(rh.out, resend, opts...), newCounterKind(&guard{}, rh.n))
+	rh.host = startHost(t, rh.cfg, actors.HostDeps{Router: rh.router, Store: memory.New()}, senderKind(rh.out, resend, opts...), newCounterKind(&guard{}, rh.n))
 	rh.router.host.Store(rh.host)
 	ownAll(t, rh.host, rh.cfg.Shards)
 	return rh

@@ -60,7 +60,7 @@ func timedHost(t *testing.T, fired chan<- int64, tweak func(*actors.HostConfig))
 		tweak(&cfg)
 	}
 	store := memory.New()
-	host := startHost(t, cfg, memoryView{store}, timedKind(fired))
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, timedKind(fired))
 	ownAll(t, host, cfg.Shards)
 	t.Cleanup(func() { store.Close() })
 	return host, store

@@ -52,7 +52,7 @@ func TestTracingSpans(t *testing.T) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 8
 	cfg.Tracer = tp.Tracer(actors.TracerName)
-	host := startHost(t, cfg, memory.New(), spanKind)
+	host := startHost(t, cfg, actors.HostDeps{Store: memory.New()}, spanKind)
 	ownAll(t, host, cfg.Shards)
 
 	ctx := testCtx(t)
@@ -131,7 +131,7 @@ func TestTracingOff(t *testing.T) {
 
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 8
-	host := startHost(t, cfg, memory.New(), spanKind)
+	host := startHost(t, cfg, actors.HostDeps{Store: memory.New()}, spanKind)
 	ownAll(t, host, cfg.Shards)
 	ctx, root := tp.Tracer("test").Start(testCtx(t), "client")
 	got, err := actors.Call[*wrapperspb.StringValue](ctx, host, actors.Ref{Kind: "span", ID: "a"}, wrapperspb.Bytes([]byte("b")))

@@ -138,9 +138,10 @@ type Config struct {
 	// Placement configures shards, the lease and handoffs. Its NodeID,
 	// RemoteAddr and GossipAddr are filled in by the node.
 	Placement placement.Config
-	// Host configures the entity runtime. Its Shards, Router, LeaseValid and
-	// OnShardLost are filled in by the node, and its Tracer when
-	// TracerProvider is set.
+	// Host configures the entity runtime. Its Shards is set to
+	// Placement.Shards, its Tracer when TracerProvider is set, and its
+	// Logger, if nil, to Logger; the host's dependencies (store, router,
+	// lease) are the node's own.
 	Host actors.HostConfig
 	// TracerProvider, when set, turns OpenTelemetry tracing on: spans of
 	// the calls the node routes ("ordo.call") and each of their attempts

@@ -25,8 +25,7 @@ type DevConfig struct {
 	Shards int
 	// Host configures the entity runtime. The zero HostConfig means
 	// actors.DefaultLocalConfig(); to change one setting, start from that.
-	// Its Shards, Router, Lease and OnShardLost are filled in by
-	// NewDev.
+	// Its Shards is set by NewDev.
 	Host actors.HostConfig
 	// Store keeps entity state. Default a new persistence/memory store,
 	// closed by Close; a Store given here stays the caller's. It must not
@@ -111,13 +110,12 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 	}
 	hc := cfg.Host
 	hc.Shards = cfg.Shards
-	hc.Router = devRouter{d}
-	hc.Lease = nil // no lease: always valid
-	hc.OnShardLost = d.shardLost
 	if hc.Logger == nil {
 		hc.Logger = cfg.Logger
 	}
-	if d.host, err = actors.NewHost(hc, d.store, cfg.Kinds...); err != nil {
+	// No lease: always valid.
+	deps := actors.HostDeps{Store: d.store, Router: devRouter{d}, ShardLost: d.shardLost}
+	if d.host, err = actors.NewHost(hc, deps, cfg.Kinds...); err != nil {
 		d.closeStore()
 		return nil, fmt.Errorf("cluster: NewDev: %w", err)
 	}
@@ -205,7 +203,7 @@ func (d *Dev) isClosed() bool {
 	return d.closed
 }
 
-// shardLost implements HostConfig.OnShardLost (called from an entity's
+// shardLost implements HostDeps.ShardLost (called from an entity's
 // goroutine; it must not block).
 func (d *Dev) shardLost(shard uint32, epoch int64, err error) {
 	if errors.Is(err, persistence.ErrFenced) {

@@ -140,16 +140,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 
 	hc := n.cfg.Host
 	hc.Shards = int(n.cfg.Placement.Shards)
-	hc.Router = n.router
-	hc.Lease = n.place
-	// The host gave a shard up (storage fenced it, or one of its writes
-	// failed with an unknown outcome; the host logged which): if placement
-	// still believes it holds the shard at this epoch, it lets the lock go
-	// so that the shard is served again, by whoever acquires it next, under
-	// a new epoch.
 	place := n.place
-	hc.OnShardLost = func(shard uint32, epoch int64, _ error) { place.Relinquish(shard, epoch) }
-	hc.OnBatch = n.metrics.observeBatch
+	deps := actors.HostDeps{Store: n.cfg.Store, Router: n.router, Lease: n.place,
+		// The host gave a shard up (storage fenced it, or one of its writes
+		// failed with an unknown outcome; the host logged which): if
+		// placement still believes it holds the shard at this epoch, it
+		// lets the lock go so that the shard is served again, by whoever
+		// acquires it next, under a new epoch.
+		ShardLost: func(shard uint32, epoch int64, _ error) { place.Relinquish(shard, epoch) },
+		OnBatch:   n.metrics.observeBatch}
 	if n.cfg.TracerProvider != nil {
 		hc.Tracer = tracerOf(n.cfg.TracerProvider, actors.TracerName, n.cfg.NodeID)
 	}
@@ -161,7 +160,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if hc.Logger == nil {
 		hc.Logger = n.log
 	}
-	if n.host, err = actors.NewHost(hc, n.cfg.Store, n.kinds...); err != nil {
+	if n.host, err = actors.NewHost(hc, deps, n.kinds...); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	if err = n.host.Start(ctx); err != nil {

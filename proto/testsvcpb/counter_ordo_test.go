@@ -80,7 +80,7 @@ func startHost(t *testing.T) (*actors.Host, *memory.Store) {
 	cfg.Shards = 4
 	cfg.Logger = testutil.Logger()
 	store := memory.New()
-	host, err := actors.NewHost(cfg, store, kind)
+	host, err := actors.NewHost(cfg, actors.HostDeps{Store: store}, kind)
 	require.NoError(t, err)
 	require.NoError(t, host.Start(context.Background()))
 	t.Cleanup(func() {

@@ -168,8 +168,8 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 			}
 		}
 	}
-	cfg.OnShardLost = func(uint32, int64, error) { go reown() }
-	h, err := actors.NewHost(cfg, st, ledger.Account, ledger.Transfer)
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }},
+		ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	for s := 0; s < cfg.Shards; s++ {

@@ -22,7 +22,7 @@ func newHost(t *testing.T) *actors.Host {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
-	h, err := actors.NewHost(cfg, memory.New(), ledger.Account, ledger.Transfer)
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: memory.New()}, ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	for s := 0; s < cfg.Shards; s++ {

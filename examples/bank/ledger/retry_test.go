@@ -26,7 +26,7 @@ func TestSagaRetriesThroughATimer(t *testing.T) {
 	cfg.Shards = 16
 	cfg.Retry = actors.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, MaxAttempts: 1}
 	store := memory.New()
-	h, err := actors.NewHost(cfg, store, ledger.Account, ledger.Transfer)
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: store}, ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(ctx))
 	t.Cleanup(func() {

@@ -29,7 +29,7 @@ func scheduleHost(t *testing.T, store *memory.Store, epoch int64) *actors.Host {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
 	cfg.ReminderTick = 10 * time.Millisecond
-	h, err := actors.NewHost(cfg, storeView{store}, ledger.Account, ledger.Transfer)
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: storeView{store}}, ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	for s := range cfg.Shards {

@@ -39,7 +39,7 @@ func TestStatementsPostgres(t *testing.T) {
 func testStatements(t *testing.T, store persistence.Journal) {
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
-	h, err := actors.NewHost(cfg, store, ledger.Account, ledger.Transfer)
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: store}, ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	for s := range uint32(cfg.Shards) {

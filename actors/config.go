@@ -241,8 +241,17 @@ func DefaultLocalConfig() HostConfig {
 	return c
 }
 
-// Validate reports the first invalid field.
+// Validate reports the first invalid setting; the error wraps
+// ErrInvalidConfig.
 func (c HostConfig) Validate() error {
+	if err := c.validate(); err != nil {
+		return invalidConfig(err)
+	}
+	return nil
+}
+
+// Validate reports the first invalid field.
+func (c HostConfig) validate() error {
 	switch {
 	case c.Shards <= 0 || c.Shards > 1<<16:
 		return fmt.Errorf("actors: Shards %d out of range [1, 65536]", c.Shards)

@@ -44,6 +44,10 @@ var (
 	// sender's shard ownership ended or its node's lease is not valid
 	// (Sender); the shard's next owner carries the work on.
 	ErrSenderGone = errors.New("actors: sender no longer owns its shard")
+	// ErrInvalidConfig is wrapped by every error of HostConfig.Validate
+	// and FollowConfig.Validate (and of NewHost and Follow, which call
+	// them).
+	ErrInvalidConfig = errors.New("actors: invalid config")
 	// ErrPermissionDenied: the caller may not send this request: an
 	// external client (or an unauthenticated caller) sent a message type
 	// its target kind declares internal (Internal). Nothing was read or
@@ -211,3 +215,12 @@ const maxRetryAfterMillis = 3600_000
 func errf(code ordopb.Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
+
+// configError is a Validate error: its message is the invalid setting's,
+// and it wraps both ErrInvalidConfig and the cause.
+type configError struct{ err error }
+
+func (e *configError) Error() string   { return e.err.Error() }
+func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
+
+func invalidConfig(err error) error { return &configError{err} }

@@ -234,7 +234,7 @@ func NewHost(cfg HostConfig, deps HostDeps, kinds ...Kind) (*Host, error) {
 	}
 	store := deps.Store
 	if store == nil {
-		return nil, errors.New("actors: nil store")
+		return nil, invalidConfig(errors.New("actors: HostDeps.Store is required"))
 	}
 	raw := store
 	if cfg.Tracer != nil {

@@ -114,8 +114,17 @@ func DefaultFollowConfig() FollowConfig {
 	return FollowConfig{Page: 500, Poll: time.Second}
 }
 
-// Validate reports the first invalid field.
+// Validate reports the first invalid setting; the error wraps
+// ErrInvalidConfig.
 func (c FollowConfig) Validate() error {
+	if err := c.validate(); err != nil {
+		return invalidConfig(err)
+	}
+	return nil
+}
+
+// Validate reports the first invalid field.
+func (c FollowConfig) validate() error {
 	switch {
 	case c.Name == "":
 		return errors.New("actors: FollowConfig.Name is required")

@@ -191,8 +191,17 @@ func DefaultLocalConfig() Config {
 	return c
 }
 
-// Validate reports the first invalid setting.
+// Validate reports the first invalid setting; the error wraps
+// ErrInvalidConfig.
 func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return invalidConfig(err)
+	}
+	return nil
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) validate() error {
 	if err := placement.ValidateNodeID(c.NodeID); err != nil {
 		return fmt.Errorf("cluster: NodeID: %w", err)
 	}
@@ -322,3 +331,12 @@ func warnPlaintext(log *slog.Logger, src ordotls.Source) {
 		log.Warn(plaintextWarning, "setting", "Insecure")
 	}
 }
+
+// configError is a Validate error: its message is the invalid setting's,
+// and it wraps both ErrInvalidConfig and the cause.
+type configError struct{ err error }
+
+func (e *configError) Error() string   { return e.err.Error() }
+func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
+
+func invalidConfig(err error) error { return &configError{err} }

@@ -281,6 +281,16 @@ func TestGossipKeysValidation(t *testing.T) {
 	cfg := e.config("n1")
 	cfg.GossipKeys = [][]byte{make([]byte, 16), make([]byte, 15)}
 	require.ErrorIs(t, cfg.Validate(), cluster.ErrGossipKey)
+	require.ErrorIs(t, cfg.Validate(), cluster.ErrInvalidConfig)
+	for _, tweak := range []func(*cluster.Config){
+		func(c *cluster.Config) { c.NodeID = "" },
+		func(c *cluster.Config) { c.Placement.HandoffRate = -1 },
+		func(c *cluster.Config) { c.Host.MaxActive = -1 },
+	} {
+		c := e.config("n1")
+		tweak(&c)
+		require.ErrorIs(t, c.Validate(), cluster.ErrInvalidConfig)
+	}
 	cfg.GossipKeys = [][]byte{make([]byte, 24), make([]byte, 32)}
 	require.NoError(t, cfg.Validate())
 

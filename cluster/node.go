@@ -22,6 +22,10 @@ import (
 // ErrClosed is returned by calls on a node or client that was shut down.
 var ErrClosed = errors.New("cluster: closed")
 
+// ErrInvalidConfig is wrapped by every error of Config.Validate (and of
+// New, which calls it), including those of its Placement and Host parts.
+var ErrInvalidConfig = errors.New("cluster: invalid config")
+
 // Node is one member of an ordo cluster: it hosts the entities of the
 // shards it owns, routes calls to the owners of the others, and takes part
 // in placement and gossip.

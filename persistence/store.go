@@ -106,6 +106,9 @@ var (
 	ErrNotFound = errors.New("persistence: not found")
 	// ErrInvalid is wrapped by errors about malformed input.
 	ErrInvalid = errors.New("persistence: invalid input")
+	// ErrInvalidConfig is wrapped by every error of a store driver's
+	// Config.Validate (and of the Open or New that validates it).
+	ErrInvalidConfig = errors.New("persistence: invalid config")
 	// ErrClosed is returned by calls on a closed Store.
 	ErrClosed = errors.New("persistence: store closed")
 	// ErrTooLarge is wrapped by errors about records over a driver's size
@@ -209,3 +212,12 @@ func ValidateBatch(recs []Record) error {
 	}
 	return nil
 }
+
+// InvalidConfig returns err, a store driver's configuration error, so
+// that it also matches ErrInvalidConfig; its message is err's.
+func InvalidConfig(err error) error { return &configError{err} }
+
+type configError struct{ err error }
+
+func (e *configError) Error() string   { return e.err.Error() }
+func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }

@@ -194,3 +194,12 @@ func TestMemberState(t *testing.T) {
 		require.Equal(t, c.want, memberState(c.m, c.local), fmt.Sprintf("%+v", c.m))
 	}
 }
+
+func TestConfigErrorsWrapErrInvalidConfig(t *testing.T) {
+	c := DefaultConfig()
+	require.NoError(t, c.Validate())
+	c.History = 1
+	err := c.Validate()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Equal(t, "dashboard: History must be at least 2", err.Error())
+}

@@ -35,13 +35,25 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("dashboard: invalid config")
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Interval: time.Second, History: 300, Events: 500, PeerTimeout: time.Second}
 }
 
-// Validate reports the first invalid setting.
+// Validate reports the first invalid setting; the error wraps
+// ErrInvalidConfig.
 func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return invalidConfig(err)
+	}
+	return nil
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) validate() error {
 	switch {
 	case c.Interval <= 0:
 		return errors.New("dashboard: Interval must be positive")
@@ -650,3 +662,12 @@ type NodeReport struct {
 	Events   []Event  `json:"events,omitempty"`
 	EventSeq uint64   `json:"event_seq"`
 }
+
+// configError is a Validate error: its message is the invalid setting's,
+// and it wraps both ErrInvalidConfig and the cause.
+type configError struct{ err error }
+
+func (e *configError) Error() string   { return e.err.Error() }
+func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
+
+func invalidConfig(err error) error { return &configError{err} }

@@ -75,8 +75,17 @@ func DefaultConfig() Config {
 		RequestTimeout: DefaultRequestTimeout}
 }
 
-// Validate reports whether c, with defaults applied, is usable.
+// Validate reports the first invalid setting; the error wraps
+// persistence.ErrInvalidConfig.
 func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return persistence.InvalidConfig(err)
+	}
+	return nil
+}
+
+// Validate reports whether c, with defaults applied, is usable.
+func (c Config) validate() error {
 	c = c.withDefaults()
 	switch {
 	case c.MaxTxnOps < 2:

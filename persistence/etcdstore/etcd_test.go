@@ -107,8 +107,8 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("zero Config: %v", err)
 	}
 	for _, c := range []etcdstore.Config{{MaxTxnOps: 1}, {MaxRequestBytes: 100}, {Prefix: "a\x00"}, {RequestTimeout: -1}} {
-		if err := c.Validate(); err == nil {
-			t.Fatalf("%+v: no error", c)
+		if err := c.Validate(); !errors.Is(err, persistence.ErrInvalidConfig) {
+			t.Fatalf("%+v: %v, want ErrInvalidConfig", c, err)
 		}
 	}
 	if _, err := etcdstore.New(nil, etcdstore.Config{}); err == nil {

@@ -55,8 +55,17 @@ type Config struct {
 // DefaultConfig returns the defaults; URL still has to be set.
 func DefaultConfig() Config { return Config{Schema: DefaultSchema} }
 
-// Validate reports whether c, with defaults applied, is usable.
+// Validate reports the first invalid setting; the error wraps
+// persistence.ErrInvalidConfig.
 func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return persistence.InvalidConfig(err)
+	}
+	return nil
+}
+
+// Validate reports whether c, with defaults applied, is usable.
+func (c Config) validate() error {
 	switch {
 	case c.URL == "":
 		return errors.New("pgstore: Config.URL is required")

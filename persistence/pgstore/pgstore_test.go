@@ -46,10 +46,10 @@ func TestConformance(t *testing.T) {
 func TestConfig(t *testing.T) {
 	bad := []pgstore.Config{{}, {URL: "postgres://x", MaxConns: -1}, {URL: "postgres://x", Schema: "a\x00"}}
 	for _, c := range bad {
-		if err := c.Validate(); err == nil {
-			t.Fatalf("%+v: no error", c)
+		if err := c.Validate(); !errors.Is(err, persistence.ErrInvalidConfig) {
+			t.Fatalf("%+v: %v, want ErrInvalidConfig", c, err)
 		}
-		if _, err := pgstore.Open(t.Context(), c); err == nil {
+		if _, err := pgstore.Open(t.Context(), c); !errors.Is(err, persistence.ErrInvalidConfig) {
 			t.Fatalf("Open(%+v) succeeded", c)
 		}
 	}

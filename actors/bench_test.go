@@ -141,7 +141,7 @@ func idleEntityMemory(b *testing.B, n int) {
 	if err := host.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for s := 0; s < cfg.Shards; s++ {
+	for s := range cfg.Shards {
 		if err := host.Own(uint32(s), 1); err != nil {
 			b.Fatal(err)
 		}

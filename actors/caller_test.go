@@ -181,7 +181,7 @@ func TestInternalFromTrustedCallers(t *testing.T) {
 	// An entity of this host, in another shard and in the same shard
 	// (co-located messages skip the envelope's encoding): a client asks
 	// the entity to forward, and the entity's Add is admitted.
-	shards := 8
+	shards := uint32(8)
 	src := actors.Ref{Kind: "vault", ID: "src"}
 	var other, same string
 	for i := 0; other == "" || same == ""; i++ {

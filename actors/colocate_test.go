@@ -36,7 +36,7 @@ func TestColocatedRefs(t *testing.T) {
 	with, ok := actors.PlacedWith(x)
 	require.True(t, ok)
 	require.Equal(t, a, with)
-	for _, shards := range []int{1, 7, 256, 4096} {
+	for _, shards := range []uint32{1, 7, 256, 4096} {
 		require.Equal(t, actors.ShardOf(a, shards), actors.ShardOf(x, shards))
 	}
 	_, err = actors.Colocated("transfer", actors.Ref{Kind: "account", ID: "a}b"}, "t")

@@ -50,7 +50,7 @@ type Lease interface {
 type HostConfig struct {
 	// Shards is the number of shards entities are spread over (see ShardOf).
 	// It must match the cluster's shard count. Default 256.
-	Shards int
+	Shards uint32
 	// IdleTimeout passivates an entity that received no message for this
 	// long. Default 5m.
 	IdleTimeout time.Duration

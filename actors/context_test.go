@@ -274,7 +274,7 @@ func TestMetadataLimits(t *testing.T) {
 
 // nearID returns the ID of an entity of r's kind in r's shard (not r): a
 // message to it is handed over in memory.
-func nearID(r actors.Ref, shards int) string {
+func nearID(r actors.Ref, shards uint32) string {
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("near-%d", i)
 		if id != r.ID && actors.ShardOf(actors.Ref{Kind: r.Kind, ID: id}, shards) == actors.ShardOf(r, shards) {

@@ -33,7 +33,7 @@ var errTransient = errors.New("injected transient fence failure")
 // calls until unblock is called.
 type fenceWatchStore struct {
 	*memory.Store
-	shards    int
+	shards    uint32
 	failFirst bool
 
 	mu         sync.Mutex
@@ -45,7 +45,7 @@ type fenceWatchStore struct {
 	gate       chan struct{} // nil: Fence does not wait
 }
 
-func newFenceWatchStore(shards int, failFirst bool) *fenceWatchStore {
+func newFenceWatchStore(shards uint32, failFirst bool) *fenceWatchStore {
 	return &fenceWatchStore{
 		Store: memory.New(), shards: shards, failFirst: failFirst,
 		calls: map[uint32]int{}, returned: map[uint32]int{}, fenced: map[uint32]bool{},
@@ -365,7 +365,7 @@ func TestGuardFailedHandlerSendsNothing(t *testing.T) {
 // farID returns the ID of an entity of r's kind in another shard than r:
 // a message to it goes through the router (one to r's own shard is handed
 // over in memory).
-func farID(r actors.Ref, shards int) string {
+func farID(r actors.Ref, shards uint32) string {
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("dst-%d", i)
 		if actors.ShardOf(actors.Ref{Kind: r.Kind, ID: id}, shards) != actors.ShardOf(r, shards) {

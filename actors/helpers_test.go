@@ -133,7 +133,7 @@ func newHarness(t testing.TB, tweak func(*actors.HostConfig, *actors.HostDeps)) 
 		t.Fatal(err)
 	}
 	h.host = host
-	for s := 0; s < h.cfg.Shards; s++ {
+	for s := range h.cfg.Shards {
 		if err := host.Own(uint32(s), 1); err != nil {
 			t.Fatal(err)
 		}
@@ -213,9 +213,9 @@ func startHost(t *testing.T, cfg actors.HostConfig, deps actors.HostDeps, kinds 
 }
 
 // ownAll makes host own every one of its shards at epoch 1.
-func ownAll(t *testing.T, host *actors.Host, shards int) {
+func ownAll(t *testing.T, host *actors.Host, shards uint32) {
 	t.Helper()
-	for s := 0; s < shards; s++ {
+	for s := range shards {
 		require.NoError(t, host.Own(uint32(s), 1))
 	}
 }

@@ -365,7 +365,7 @@ func (h *Host) stop(ctx context.Context, drain bool) error {
 // already has is a no-op; a higher epoch replaces (drops) the old
 // ownership; a lower one is refused.
 func (h *Host) Own(shard uint32, epoch int64) error {
-	if int(shard) >= h.cfg.Shards {
+	if shard >= h.cfg.Shards {
 		return fmt.Errorf("actors: shard %d out of range [0, %d)", shard, h.cfg.Shards)
 	}
 	if err := persistence.ValidateEpoch(epoch); err != nil {

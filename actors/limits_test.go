@@ -50,7 +50,7 @@ func mustEnvelope(t *testing.T, r actors.Ref, msg *testpb.Add, id string) *ordop
 }
 
 // sameShard returns n IDs of counters in the shard of counter/first.
-func sameShard(first string, n, shards int) []string {
+func sameShard(first string, n int, shards uint32) []string {
 	ids := []string{first}
 	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprint(first, "-", i)

@@ -51,7 +51,7 @@ func RefFromProto(p *ordopb.EntityRef) (Ref, error) {
 // form "{kind/id}key" (see Colocated) is placed with the entity kind/id
 // instead: its shard is that entity's shard. This function is part of
 // ordo's stable contract: every node and client must agree on it.
-func ShardOf(r Ref, shards int) uint32 {
+func ShardOf(r Ref, shards uint32) uint32 {
 	if p, ok := PlacedWith(r); ok {
 		r = p
 	}

@@ -160,7 +160,7 @@ func stored(t *testing.T, store *memory.Store, id string) (persistence.Record, [
 }
 
 // indexed returns the reminder index entries of every shard.
-func indexed(t *testing.T, store *memory.Store, shards int) []persistence.DueEntry {
+func indexed(t *testing.T, store *memory.Store, shards uint32) []persistence.DueEntry {
 	t.Helper()
 	var all []persistence.DueEntry
 	for s := range shards {
@@ -731,7 +731,7 @@ func TestManyRemindersBoundedActive(t *testing.T) {
 
 // seedReminders writes n records of "reminded" entities e0…e(n-1), each
 // with one reminder "r" due at due that delivers Tick{1}, under epoch 1.
-func seedReminders(t *testing.T, store *memory.Store, n, shards int, due time.Time) {
+func seedReminders(t *testing.T, store *memory.Store, n int, shards uint32, due time.Time) {
 	t.Helper()
 	ctx := testCtx(t)
 	for s := range shards {

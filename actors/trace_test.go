@@ -59,7 +59,7 @@ func TestTracingSpans(t *testing.T) {
 	// The fences are made in the background when the shards are owned:
 	// wait for their spans, so that only the call's spans follow.
 	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
-		if n := len(named(exp.GetSpans(), "ordo.store.fence")); n != cfg.Shards {
+		if n := len(named(exp.GetSpans(), "ordo.store.fence")); n != int(cfg.Shards) {
 			return fmt.Errorf("%d fence spans, want %d", n, cfg.Shards)
 		}
 		return nil

@@ -71,7 +71,7 @@ func TestAdvertisedAddressesAndNodePartition(t *testing.T) {
 	var on3, elsewhere []string
 	for i := 0; len(on3) < 5 || len(elsewhere) < 5; i++ {
 		id := fmt.Sprintf("c%d", i)
-		if _, ok := owned[uint32(actors.ShardOf(counter(id), int(e.shards)))]; ok {
+		if _, ok := owned[uint32(actors.ShardOf(counter(id), e.shards))]; ok {
 			on3 = append(on3, id)
 		} else {
 			elsewhere = append(elsewhere, id)

@@ -64,7 +64,7 @@ func TestInternalMessagesOverTLS(t *testing.T) {
 
 	// A relay and a vault owned by different nodes.
 	owner := func(r actors.Ref) string {
-		return placement.Desired(actors.ShardOf(r, int(e.shards)), []string{"n1", "n2"})
+		return placement.Desired(actors.ShardOf(r, e.shards), []string{"n1", "n2"})
 	}
 	relay := forwarderKind.Ref("r")
 	var vault actors.Ref

@@ -113,7 +113,7 @@ func Dial(ctx context.Context, endpoints []string, cfg ClientConfig) (_ *Client,
 		return nil, fmt.Errorf("cluster: Dial: %w", err)
 	}
 	c.tr = newTransport(cfg.Logger, cfg.TLS)
-	c.router = &router{table: c.table, tr: c.tr, shards: int(shards), policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger,
+	c.router = &router{table: c.table, tr: c.tr, shards: shards, policy: cfg.Retry, metrics: newMetrics(), log: cfg.Logger,
 		tracer: tracerOf(cfg.TracerProvider, TracerName, "")}
 	return c, nil
 }

@@ -261,7 +261,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	hc := c.Host
-	hc.Shards = int(c.Placement.Shards)
+	hc.Shards = c.Placement.Shards
 	if err := hc.Validate(); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

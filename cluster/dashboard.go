@@ -111,7 +111,7 @@ func (s dashSource) running() bool { return s.n.up.Load() && !s.n.stopped.Load()
 
 func (s dashSource) Local() dashboard.Local {
 	n := s.n
-	l := dashboard.Local{ID: n.cfg.NodeID, Prefix: n.cfg.Placement.Prefix, Shards: int(n.cfg.Placement.Shards)}
+	l := dashboard.Local{ID: n.cfg.NodeID, Prefix: n.cfg.Placement.Prefix, Shards: n.cfg.Placement.Shards}
 	for _, k := range n.kinds {
 		l.Kinds = append(l.Kinds, k.Name())
 	}

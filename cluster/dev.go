@@ -22,7 +22,7 @@ type DevConfig struct {
 	Kinds []actors.Kind
 	// Shards is the shard count. Default 256, a cluster's default, so
 	// that entities share shards (and so Saves) as they would there.
-	Shards int
+	Shards uint32
 	// Host configures the entity runtime. The zero HostConfig means
 	// actors.DefaultLocalConfig(); to change one setting, start from that.
 	// Its Shards is set by NewDev.
@@ -90,7 +90,7 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 		return nil, errors.New("cluster: NewDev: no kinds")
 	}
 	if cfg.Shards == 0 {
-		cfg.Shards = int(DefaultConfig().Placement.Shards)
+		cfg.Shards = DefaultConfig().Placement.Shards
 	}
 	if reflect.ValueOf(cfg.Host).IsZero() {
 		cfg.Host = actors.DefaultLocalConfig()
@@ -130,8 +130,8 @@ func NewDev(ctx context.Context, cfg DevConfig) (_ *Dev, err error) {
 	}()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for s := 0; s < cfg.Shards; s++ {
-		if err := d.host.Own(uint32(s), DevEpoch); err != nil {
+	for s := range cfg.Shards {
+		if err := d.host.Own(s, DevEpoch); err != nil {
 			return nil, fmt.Errorf("cluster: NewDev: %w", err)
 		}
 		d.epochs[uint32(s)] = DevEpoch

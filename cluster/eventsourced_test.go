@@ -52,11 +52,11 @@ func TestPausedNodeIsFencedEventSourced(t *testing.T) {
 	var target actors.Ref
 	for i := 0; target.ID == ""; i++ {
 		r := ledgerKind.Ref(fmt.Sprintf("l%d", i))
-		if _, ok := n2.Owned()[actors.ShardOf(r, int(e.shards))]; ok {
+		if _, ok := n2.Owned()[actors.ShardOf(r, e.shards)]; ok {
 			target = r
 		}
 	}
-	shard := actors.ShardOf(target, int(e.shards))
+	shard := actors.ShardOf(target, e.shards)
 	add := func(delta int64, id string) (int64, error) {
 		v, err := cluster.Call[*testpb.Value](ctx, client, target, &testpb.Add{Delta: delta}, actors.WithRequestID(id))
 		return v.GetValue(), err

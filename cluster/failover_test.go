@@ -29,7 +29,7 @@ func entitiesOf(tb testing.TB, node *cluster.Node, shards uint32, n int) []strin
 	var ids []string
 	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprintf("x%d", i)
-		if _, ok := owned[actors.ShardOf(counter(id), int(shards))]; ok {
+		if _, ok := owned[actors.ShardOf(counter(id), shards)]; ok {
 			ids = append(ids, id)
 		}
 	}

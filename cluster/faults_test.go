@@ -48,7 +48,7 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	defer cancel()
 
 	id := entitiesOf(t, n2, e.shards, 1)[0]
-	shard := actors.ShardOf(counter(id), int(e.shards))
+	shard := actors.ShardOf(counter(id), e.shards)
 	_, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1}, actors.WithRequestID("a1"))
 	require.NoError(t, err)
 	oldEpoch := n2.Owned()[shard]

@@ -33,7 +33,7 @@ func TestGuardRetryKeepsRequestID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := counter("retried")
-	shard := actors.ShardOf(c, int(e.shards))
+	shard := actors.ShardOf(c, e.shards)
 	epoch := n.Owned()[shard]
 
 	store.LoseNextAcks(1, nil)
@@ -60,7 +60,7 @@ func TestGuardPausedReadNotAnsweredAfterShardMoved(t *testing.T) {
 	defer cancel()
 
 	id := entitiesOf(t, n2, e.shards, 1)[0]
-	shard := actors.ShardOf(counter(id), int(e.shards))
+	shard := actors.ShardOf(counter(id), e.shards)
 	_, err := cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 1})
 	require.NoError(t, err)
 	oldEpoch := n2.Owned()[shard]

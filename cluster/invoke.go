@@ -88,7 +88,7 @@ type router struct {
 	local   *actors.Host // nil in a client
 	table   *placement.Table
 	tr      *transport
-	shards  int
+	shards  uint32
 	policy  RetryPolicy
 	metrics *metrics
 	log     *slog.Logger

@@ -39,7 +39,7 @@ func TestRollingDeployAddsKind(t *testing.T) {
 	var onOld, onNew actors.Ref
 	for i := 0; onOld.ID == "" || onNew.ID == ""; i++ {
 		ref := tallyKind.Ref(fmt.Sprintf("t%d", i))
-		if placement.Desired(actors.ShardOf(ref, int(e.shards)), []string{"n1", "n2"}) == "n2" {
+		if placement.Desired(actors.ShardOf(ref, e.shards), []string{"n1", "n2"}) == "n2" {
 			if onOld.ID == "" {
 				onOld = ref
 			}

@@ -41,7 +41,7 @@ func TestLimitTooLargeKeepsShardEpoch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ref := ballastKind.Ref("b")
-	shard := actors.ShardOf(ref, int(e.shards))
+	shard := actors.ShardOf(ref, e.shards)
 	_, err := cluster.Call[*testpb.Value](ctx, client, ref, &testpb.Add{Delta: 1})
 	require.NoError(t, err)
 	epochs := n.Owned()
@@ -75,7 +75,7 @@ func TestLimitTooLargeKeepsShardEpoch(t *testing.T) {
 	var saves uint64
 	for i, tried := 0, 0; tried < 4; i++ {
 		r := ballastKind.Ref(fmt.Sprint("d", i))
-		if _, ok := n2.Owned()[actors.ShardOf(r, int(e.shards))]; !ok {
+		if _, ok := n2.Owned()[actors.ShardOf(r, e.shards)]; !ok {
 			continue
 		}
 		tried++

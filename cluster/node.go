@@ -135,7 +135,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.place, err = placement.New(pc, n.etcd, placementHost{n}); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	n.router = &router{self: n.cfg.NodeID, table: n.place.Table(), tr: n.tr, shards: int(n.cfg.Placement.Shards),
+	n.router = &router{self: n.cfg.NodeID, table: n.place.Table(), tr: n.tr, shards: n.cfg.Placement.Shards,
 		policy: n.cfg.Retry, metrics: n.metrics, log: n.log, kinds: make(map[string]bool),
 		tracer: tracerOf(n.cfg.TracerProvider, TracerName, n.cfg.NodeID)}
 	for _, k := range n.kinds {
@@ -143,7 +143,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 
 	hc := n.cfg.Host
-	hc.Shards = int(n.cfg.Placement.Shards)
+	hc.Shards = n.cfg.Placement.Shards
 	place := n.place
 	deps := actors.HostDeps{Store: n.cfg.Store, Router: n.router, Lease: n.place,
 		// The host gave a shard up (storage fenced it, or one of its writes

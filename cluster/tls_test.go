@@ -135,7 +135,7 @@ func TestTLSWrongHostRefused(t *testing.T) {
 			var on2 string
 			for i := 0; on2 == ""; i++ {
 				id := fmt.Sprintf("c%d", i)
-				if _, ok := n2.Owned()[uint32(actors.ShardOf(counter(id), int(e.shards)))]; ok {
+				if _, ok := n2.Owned()[uint32(actors.ShardOf(counter(id), e.shards))]; ok {
 					on2 = id
 				}
 			}

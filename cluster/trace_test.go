@@ -36,7 +36,7 @@ func ownedBy(t *testing.T, n *cluster.Node, kind actors.Kind, shards uint32) str
 	owned := n.Owned()
 	for i := 0; i < 1000; i++ {
 		id := fmt.Sprintf("e%d", i)
-		if _, ok := owned[actors.ShardOf(kind.Ref(id), int(shards))]; ok {
+		if _, ok := owned[actors.ShardOf(kind.Ref(id), shards)]; ok {
 			return id
 		}
 	}

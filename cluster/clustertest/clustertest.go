@@ -384,7 +384,7 @@ func (c *Cluster) CA() *ordotls.CA { return c.cfg.CA }
 
 // Owner returns the index of the node that owns ref's shard now, or -1.
 func (c *Cluster) Owner(ref actors.Ref) int {
-	shard := actors.ShardOf(ref, int(c.Shards()))
+	shard := actors.ShardOf(ref, c.Shards())
 	for i, n := range c.Nodes() {
 		if _, ok := n.Owned()[shard]; ok {
 			return i

@@ -298,7 +298,7 @@ const maxListed = 500
 
 func (h *Hub) shardParam(w http.ResponseWriter, r *http.Request) (uint32, bool) {
 	n, err := strconv.ParseUint(r.PathValue("shard"), 10, 32)
-	if err != nil || int(n) >= h.src.Local().Shards {
+	if err != nil || n >= uint64(h.src.Local().Shards) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("dashboard: no shard %q", r.PathValue("shard")))
 		return 0, false
 	}

@@ -435,7 +435,7 @@ func (h *Hub) aggregate(ctx context.Context, full bool) {
 	}
 	h.prefix = local.Prefix
 	h.members = h.membersLocked(local, detail, view, now)
-	h.shards = shardCells(local.Shards, view.Owners)
+	h.shards = shardCells(int(local.Shards), view.Owners)
 	h.frameAt = now
 	for s := range h.subs {
 		s.wake()

@@ -47,7 +47,7 @@ type Local struct {
 	Up bool
 	// Prefix is the cluster's etcd prefix; Shards its shard count.
 	Prefix string
-	Shards int
+	Shards uint32
 	// Lease is the node's etcd lease (0 without a session), LeaseValid
 	// whether its validity deadline, Deadline, has not passed.
 	Lease      int64

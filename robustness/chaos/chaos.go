@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		if err := read(ctx, account); err != nil {
 			return err
 		}
-		c := companions[actors.ShardOf(ledger.AccountRef(account), int(r.shards))]
+		c := companions[actors.ShardOf(ledger.AccountRef(account), r.shards)]
 		id := fmt.Sprintf("chaos-%d-%d", cfg.Seed, writes.Add(1))
 		_, err := accountClient.Open(ctx, c, &bankpb.Open{}, actors.WithRequestID(id))
 		return err

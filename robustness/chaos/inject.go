@@ -142,7 +142,7 @@ func accountsOf(rng *rand.Rand, n, k int, shards uint32, owned map[uint32]bool) 
 	var out []string
 	for _, i := range perm {
 		a := history.AccountName(i)
-		if owned == nil || owned[actors.ShardOf(ledger.AccountRef(a), int(shards))] {
+		if owned == nil || owned[actors.ShardOf(ledger.AccountRef(a), shards)] {
 			out = append(out, a)
 			if len(out) == k {
 				break
@@ -337,7 +337,7 @@ func shardProbes(shards uint32, prefix string) []string {
 	left := int(shards)
 	for i := 0; left > 0; i++ {
 		id := prefix + strconv.Itoa(i)
-		s := actors.ShardOf(ledger.AccountRef(id), int(shards))
+		s := actors.ShardOf(ledger.AccountRef(id), shards)
 		if ids[s] == "" {
 			ids[s] = id
 			left--

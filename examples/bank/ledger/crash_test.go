@@ -162,7 +162,7 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 		ownMu.Lock()
 		defer ownMu.Unlock()
 		owned := h.Owned()
-		for s := 0; s < cfg.Shards; s++ {
+		for s := range cfg.Shards {
 			if _, ok := owned[uint32(s)]; !ok {
 				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
 			}
@@ -172,7 +172,7 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 		ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
-	for s := 0; s < cfg.Shards; s++ {
+	for s := range cfg.Shards {
 		require.NoError(t, h.Own(uint32(s), 1))
 	}
 	t.Cleanup(func() {

@@ -25,7 +25,7 @@ func newHost(t *testing.T) *actors.Host {
 	h, err := actors.NewHost(cfg, actors.HostDeps{Store: memory.New()}, ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
-	for s := 0; s < cfg.Shards; s++ {
+	for s := range cfg.Shards {
 		require.NoError(t, h.Own(uint32(s), 1))
 	}
 	t.Cleanup(func() {

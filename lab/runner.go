@@ -7,9 +7,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"time"
+
+	"github.com/ordo-actors/ordo/robustness/workload"
 )
 
 // Workload describes one run. The zero value is not valid; start from
@@ -174,7 +175,7 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	if err := a.Setup(ctx, w.Accounts, w.InitialBalance); err != nil {
 		return res, fmt.Errorf("lab: %s: setup: %w", a.Name(), err)
 	}
-	pick := newPicker(w.Accounts, w.Zipf)
+	pick := workload.NewPicker(w.Accounts, w.Zipf)
 	if w.IdleSample > 0 {
 		idle, err := sampleCPU(ctx, w.IdleSample)
 		if err != nil {
@@ -298,12 +299,12 @@ func (r *Result) check(bal, credits, debits []int64) error {
 	return nil
 }
 
-func (wk *worker) loop(ctx context.Context, a Approach, w Workload, pick *picker, rng *rand.Rand, deadline time.Time) {
+func (wk *worker) loop(ctx context.Context, a Approach, w Workload, pick *workload.Picker, rng *rand.Rand, deadline time.Time) {
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		from := pick.next(rng)
-		to := pick.next(rng)
+		from := pick.Next(rng)
+		to := pick.Next(rng)
 		for to == from {
-			to = pick.next(rng)
+			to = pick.Next(rng)
 		}
 		amount := 1 + rng.Int64N(w.MaxAmount)
 		stall := w.StallProbability > 0 && rng.Float64() < w.StallProbability
@@ -338,38 +339,6 @@ func (wk *worker) loop(ctx context.Context, a Approach, w Workload, pick *picker
 			}
 		}
 	}
-}
-
-// picker draws accounts uniformly or from a Zipf distribution of any
-// positive exponent (math/rand's Zipf needs s > 1).
-type picker struct {
-	n   int
-	cdf []float64 // nil for uniform
-}
-
-func newPicker(n int, s float64) *picker {
-	p := &picker{n: n}
-	if s == 0 {
-		return p
-	}
-	p.cdf = make([]float64, n)
-	var sum float64
-	for k := range n {
-		sum += 1 / math.Pow(float64(k+1), s)
-		p.cdf[k] = sum
-	}
-	for k := range p.cdf {
-		p.cdf[k] /= sum
-	}
-	return p
-}
-
-func (p *picker) next(rng *rand.Rand) int {
-	if p.cdf == nil {
-		return rng.IntN(p.n)
-	}
-	i := sort.SearchFloat64s(p.cdf, rng.Float64())
-	return min(i, p.n-1)
 }
 
 func percentile(d []time.Duration, q float64) time.Duration {

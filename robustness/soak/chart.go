@@ -70,39 +70,75 @@ func (rep *Report) panels() []panel {
 		if len(ss) == 0 {
 			continue
 		}
-		p := panel{title: sp.title}
-		for _, s := range ss {
-			l := line{label: s.Process, color: colorOf(s.Process), dashed: !(s.Fit != nil && s.Fit.Judged)}
-			switch {
-			case s.Name == seriesActiveExcess:
-				l.label, l.color = "excess", color.RGBA{0, 0, 0, 0xff}
-			case s.Process == clusterWide && len(ss) > 1:
-				l.label, l.color = "total", color.RGBA{0x99, 0x99, 0x99, 0xff}
-			}
-			if s.Fit != nil && s.Fit.Judged && !s.Fit.OK {
-				l.label += " GROWS"
-			}
-			var seg plotter.XYs
-			inc := -1
-			for _, pt := range s.Points {
-				if pt.Inc != inc && len(seg) > 0 {
-					l.segments = append(l.segments, seg)
-					seg = nil
-				}
-				inc = pt.Inc
-				v := pt.V
-				if sp.bytes {
-					v /= 1 << 20
-				}
-				seg = append(seg, plotter.XY{X: pt.At / 60, Y: v})
-			}
-			if len(seg) > 0 {
-				l.segments = append(l.segments, seg)
-			}
-			p.lines = append(p.lines, l)
+		for _, group := range splitMembers(sp, ss) {
+			out = append(out, panelOf(sp, group.title, group.series))
 		}
-		out = append(out, p)
 	}
+	return append(out, rep.clientPanels()...)
+}
+
+type seriesGroup struct {
+	title  string
+	series []Series
+}
+
+// splitMembers puts the nodes' and the etcd members' series of a byte
+// quantity in panels of their own when both are present: on one axis the
+// members' gigabytes would flatten the nodes' megabytes.
+func splitMembers(sp spec, ss []Series) []seriesGroup {
+	var nodes, members []Series
+	for _, s := range ss {
+		if s.Member {
+			members = append(members, s)
+		} else {
+			nodes = append(nodes, s)
+		}
+	}
+	if !sp.bytes || len(nodes) == 0 || len(members) == 0 {
+		return []seriesGroup{{sp.title, ss}}
+	}
+	return []seriesGroup{{sp.title + ", nodes", nodes}, {sp.title + ", etcd members", members}}
+}
+
+// panelOf draws the series ss of spec sp.
+func panelOf(sp spec, title string, ss []Series) panel {
+	p := panel{title: title}
+	for _, s := range ss {
+		l := line{label: s.Process, color: colorOf(s.Process), dashed: !(s.Fit != nil && s.Fit.Judged)}
+		switch {
+		case s.Name == seriesActiveExcess:
+			l.label, l.color = "excess", color.RGBA{0, 0, 0, 0xff}
+		case s.Process == clusterWide && len(ss) > 1:
+			l.label, l.color = "total", color.RGBA{0x99, 0x99, 0x99, 0xff}
+		}
+		if s.Fit != nil && s.Fit.Judged && !s.Fit.OK {
+			l.label += " GROWS"
+		}
+		var seg plotter.XYs
+		inc := -1
+		for _, pt := range s.Points {
+			if pt.Inc != inc && len(seg) > 0 {
+				l.segments = append(l.segments, seg)
+				seg = nil
+			}
+			inc = pt.Inc
+			v := pt.V
+			if sp.bytes {
+				v /= 1 << 20
+			}
+			seg = append(seg, plotter.XY{X: pt.At / 60, Y: v})
+		}
+		if len(seg) > 0 {
+			l.segments = append(l.segments, seg)
+		}
+		p.lines = append(p.lines, l)
+	}
+	return p
+}
+
+// clientPanels draws the clients' latency and throughput.
+func (rep *Report) clientPanels() []panel {
+	var out []panel
 	lat := panel{title: fmt.Sprintf("client latency per %s (ms, log)", rep.SampleEvery), log: true}
 	thr := panel{title: fmt.Sprintf("answered ops/s and unknown outcomes per %s", rep.SampleEvery)}
 	p50 := line{label: "p50", color: color.RGBA{0x1f, 0x77, 0xb4, 0xff}}

@@ -67,6 +67,9 @@ type Series struct {
 	Fit *Fit `json:"fit,omitempty"`
 	// Unjudged says why the series is shown but not judged.
 	Unjudged string `json:"unjudged,omitempty"`
+	// Member is true for an etcd member's series (false: a node's or the
+	// cluster's).
+	Member bool `json:"member,omitempty"`
 }
 
 // Fault is one injected fault.
@@ -242,7 +245,7 @@ func build(cfg Config, crep *chaos.Report, s *sampler, lat []Bucket, calls []flo
 		MinPoints: 3, MinSpan: cfg.Window.Seconds() / 4}
 	for _, k := range keys {
 		sp := specOf(k.name)
-		ser := Series{Name: k.name, Process: k.process, Points: points[k]}
+		ser := Series{Name: k.name, Process: k.process, Points: points[k], Member: s.members[k.process]}
 		if sp.bytes {
 			ser.Unit = "bytes"
 		}

@@ -340,3 +340,21 @@ func TestBuildExcessRecoveringFromAFault(t *testing.T) {
 		t.Fatalf("no note on the recovery: %v", rep.Notes)
 	}
 }
+
+// A byte series of nodes and etcd members is drawn in two panels, so that
+// the members' gigabytes do not flatten the nodes' megabytes; counts stay
+// in one.
+func TestChartSplitsNodesFromMembers(t *testing.T) {
+	rss, gor := specOf(seriesRSS), specOf(seriesGoroutines)
+	ss := []Series{{Name: seriesRSS, Process: "n1"}, {Name: seriesRSS, Process: "e1", Member: true}, {Name: seriesRSS, Process: "n2"}}
+	groups := splitMembers(rss, ss)
+	if len(groups) != 2 || len(groups[0].series) != 2 || len(groups[1].series) != 1 || !groups[1].series[0].Member {
+		t.Fatalf("groups %+v", groups)
+	}
+	if g := splitMembers(rss, ss[:1]); len(g) != 1 || g[0].title != rss.title {
+		t.Fatalf("nodes only: %+v", g)
+	}
+	if g := splitMembers(gor, []Series{{Process: "n1"}, {Process: "e1", Member: true}}); len(g) != 1 {
+		t.Fatalf("a count split: %+v", g)
+	}
+}

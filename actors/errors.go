@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/configerr"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 )
@@ -216,11 +217,5 @@ func errf(code ordopb.Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// configError is a Validate error: its message is the invalid setting's,
-// and it wraps both ErrInvalidConfig and the cause.
-type configError struct{ err error }
-
-func (e *configError) Error() string   { return e.err.Error() }
-func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
-
-func invalidConfig(err error) error { return &configError{err} }
+// invalidConfig makes a Validate error: err, also matching ErrInvalidConfig.
+func invalidConfig(err error) error { return configerr.Wrap(ErrInvalidConfig, err) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/configerr"
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/placement"
@@ -332,11 +333,5 @@ func warnPlaintext(log *slog.Logger, src ordotls.Source) {
 	}
 }
 
-// configError is a Validate error: its message is the invalid setting's,
-// and it wraps both ErrInvalidConfig and the cause.
-type configError struct{ err error }
-
-func (e *configError) Error() string   { return e.err.Error() }
-func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
-
-func invalidConfig(err error) error { return &configError{err} }
+// invalidConfig makes a Validate error: err, also matching ErrInvalidConfig.
+func invalidConfig(err error) error { return configerr.Wrap(ErrInvalidConfig, err) }

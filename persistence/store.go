@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/ordo-actors/ordo/internal/configerr"
 )
 
 // Limits on what a Store accepts. Drivers may accept less (see their docs)
@@ -215,9 +217,4 @@ func ValidateBatch(recs []Record) error {
 
 // InvalidConfig returns err, a store driver's configuration error, so
 // that it also matches ErrInvalidConfig; its message is err's.
-func InvalidConfig(err error) error { return &configError{err} }
-
-type configError struct{ err error }
-
-func (e *configError) Error() string   { return e.err.Error() }
-func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
+func InvalidConfig(err error) error { return configerr.Wrap(ErrInvalidConfig, err) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ordo-actors/ordo/internal/configerr"
 )
 
 // Config configures a Hub.
@@ -663,11 +665,5 @@ type NodeReport struct {
 	EventSeq uint64   `json:"event_seq"`
 }
 
-// configError is a Validate error: its message is the invalid setting's,
-// and it wraps both ErrInvalidConfig and the cause.
-type configError struct{ err error }
-
-func (e *configError) Error() string   { return e.err.Error() }
-func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
-
-func invalidConfig(err error) error { return &configError{err} }
+// invalidConfig makes a Validate error: err, also matching ErrInvalidConfig.
+func invalidConfig(err error) error { return configerr.Wrap(ErrInvalidConfig, err) }

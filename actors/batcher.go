@@ -203,12 +203,13 @@ type poison struct {
 	err   error
 }
 
-// batchOp is a write, a cancel, or a co-located receiver's report that it
-// made no write depending on dep.
+// batchOp is a write, a cancel, a co-located receiver's report that it
+// made no write depending on dep, or a question from Host.Runtime.
 type batchOp struct {
-	w      write
-	cancel *cancelReq
-	dep    *writeDep
+	w       write
+	cancel  *cancelReq
+	dep     *writeDep
+	inspect *inspectWrites
 }
 
 type cancelReq struct {
@@ -457,6 +458,8 @@ func (q *queue) take(op batchOp) {
 		q.stalled = false
 	case op.cancel != nil:
 		q.cancel(*op.cancel)
+	case op.inspect != nil:
+		q.inspect(op.inspect)
 	default:
 		q.stalled = false
 		q.add(op.w)
@@ -869,6 +872,8 @@ func (q *queue) shutdown() {
 			switch {
 			case op.cancel != nil:
 				close(op.cancel.ack)
+			case op.inspect != nil:
+				close(op.inspect.c)
 			case op.dep == nil:
 				op.w.done(ErrClosed)
 			}

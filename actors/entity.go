@@ -236,6 +236,8 @@ func (e *entity) Receive(ctx actor.Context) {
 			e.unwait(m.w)
 			e.failWaiter(m.w, errf(ordopb.Code_CODE_DEADLINE, "deadline passed while %s deferred its reply", e.ref))
 		}
+	case *inspectReq:
+		m.c <- e.runtime()
 	case *releaseWaiters:
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.ref))
 	case *actor.Stopping:

@@ -162,3 +162,193 @@ func (h *Host) LoadRecord(ctx context.Context, ref Ref) (Record, error) {
 // stateMessage returns the behavior's state (a fresh one for a behavior
 // just made).
 func (b *typedBehavior[S]) stateMessage() proto.Message { return b.state }
+
+// Runtime is an active entity's in-memory state as its host holds it: what
+// to look at when an entity does not answer (a reply held for a write not
+// yet durable, a write the batcher holds back for another entity's).
+type Runtime struct {
+	Ref Ref `json:"ref"`
+	// Shard and Epoch are the ownership the entity runs under.
+	Shard uint32 `json:"shard"`
+	Epoch int64  `json:"epoch"`
+	// Mailbox is the number of calls handed to the entity and not yet
+	// taken; Parked the calls waiting for it to finish passivating
+	// (Closing).
+	Mailbox int64 `json:"mailbox"`
+	Parked  int   `json:"parked,omitempty"`
+	Closing bool  `json:"closing,omitempty"`
+	// Actor is the entity's own view, nil when it did not answer before
+	// the context ended (ActorError says so: a handler blocks, or its
+	// mailbox is long).
+	Actor      *ActorRuntime `json:"actor,omitempty"`
+	ActorError string        `json:"actor_error,omitempty"`
+	// Writes is what the batcher holds of the entity, nil when it did not
+	// answer before the context ended (WritesError).
+	Writes      *WritesRuntime `json:"writes,omitempty"`
+	WritesError string         `json:"writes_error,omitempty"`
+}
+
+// ActorRuntime is an active entity's view of itself.
+type ActorRuntime struct {
+	Loaded bool `json:"loaded"`
+	// Seq is the sequence number of its last write, Durable the highest it
+	// knows durable: replies and messages wait while Seq > Durable.
+	Seq     uint64 `json:"seq"`
+	Durable uint64 `json:"durable"`
+	// Held is the number of replies and messages waiting for a write to
+	// be durable; HeldFor the write the oldest waits for.
+	Held    int    `json:"held,omitempty"`
+	HeldFor uint64 `json:"held_for,omitempty"`
+	// Outs are its messages not yet answered.
+	Outs []OutRuntime `json:"outs,omitempty"`
+	// Deferred is the number of requests whose reply is deferred.
+	Deferred    int  `json:"deferred,omitempty"`
+	Passivating bool `json:"passivating,omitempty"`
+	Stopping    bool `json:"stopping,omitempty"`
+}
+
+// OutRuntime is one message of an entity not yet answered.
+type OutRuntime struct {
+	To        Ref    `json:"to"`
+	RequestID string `json:"request_id"`
+	// Dep is the sender's write the message was released behind.
+	Dep       uint64 `json:"dep"`
+	Attempts  int    `json:"attempts"`
+	Colocated bool   `json:"colocated,omitempty"`
+	// Scheduled: the next attempt waits for its backoff.
+	Scheduled bool `json:"scheduled,omitempty"`
+}
+
+// WritesRuntime is what the batcher holds of one entity.
+type WritesRuntime struct {
+	// Durable is the highest sequence number of the entity's writes the
+	// batcher made durable (in this activation or an earlier one).
+	Durable uint64 `json:"durable"`
+	// Sending: a Save carrying a write of the entity is in flight.
+	Sending bool `json:"sending,omitempty"`
+	// Poisoned is the failure that fails the entity's later writes, if any.
+	Poisoned string `json:"poisoned,omitempty"`
+	// Queued are its writes not yet sent, in the order they go.
+	Queued []QueuedWrite `json:"queued,omitempty"`
+}
+
+// QueuedWrite is one write waiting in the batcher (with the older writes
+// of the entity it covers).
+type QueuedWrite struct {
+	Seq    uint64 `json:"seq"`
+	Epoch  int64  `json:"epoch"`
+	Covers int    `json:"covers"`
+	// Expect is the number of co-located receivers' writes it still
+	// waits for (up to a short linger), to share their Save.
+	Expect int `json:"expect,omitempty"`
+	// After are the co-located writes it may not be sent before.
+	After []WriteDep `json:"after,omitempty"`
+}
+
+// WriteDep is a co-located entity's write another write waits for.
+type WriteDep struct {
+	Ref     Ref    `json:"ref"`
+	Seq     uint64 `json:"seq"`
+	Durable uint64 `json:"durable"` // the writer's highest durable write now
+	// Queued and Sending say where the writer's own writes are.
+	Queued  bool `json:"queued,omitempty"`
+	Sending bool `json:"sending,omitempty"`
+}
+
+// ErrNotActive is returned by Runtime for an entity not active on the host.
+var ErrNotActive = errors.New("actors: entity not active here")
+
+// Runtime describes ref's in-memory state on the host, asking the entity
+// and the batcher; a part that does not answer before ctx ends is
+// reported as such. ErrNotActive when the entity is not active here. Safe
+// for concurrent use.
+func (h *Host) Runtime(ctx context.Context, ref Ref) (Runtime, error) {
+	shard := ShardOf(ref, h.cfg.Shards)
+	h.mu.Lock()
+	sh, ok := h.shards[shard]
+	var en *entry
+	if ok {
+		en = sh.entities[ref]
+	}
+	if en == nil {
+		h.mu.Unlock()
+		return Runtime{}, fmt.Errorf("%w: %s", ErrNotActive, ref)
+	}
+	rt := Runtime{Ref: ref, Shard: shard, Epoch: sh.epoch, Mailbox: en.queued.Load(),
+		Parked: len(h.parked[en]), Closing: en.closing}
+	pid := en.pid
+	h.mu.Unlock()
+
+	actorC := make(chan ActorRuntime, 1)
+	h.system.Root.Send(pid, &inspectReq{c: actorC})
+	writesC := make(chan WritesRuntime, 1)
+	select {
+	case h.batcher.in <- batchOp{inspect: &inspectWrites{en: en, c: writesC}}:
+	case <-h.batcher.done:
+		rt.WritesError = ErrClosed.Error()
+	case <-ctx.Done():
+		rt.WritesError = ctx.Err().Error()
+	}
+	if rt.WritesError == "" {
+		select {
+		case w, ok := <-writesC:
+			if !ok {
+				rt.WritesError = ErrClosed.Error()
+				break
+			}
+			rt.Writes = &w
+		case <-ctx.Done():
+			rt.WritesError = "the batcher did not answer: " + ctx.Err().Error()
+		}
+	}
+	select {
+	case a := <-actorC:
+		rt.Actor = &a
+	case <-en.stopped:
+		rt.ActorError = "the entity stopped"
+	case <-ctx.Done():
+		rt.ActorError = "the entity did not answer: " + ctx.Err().Error()
+	}
+	return rt, nil
+}
+
+// inspectReq asks an entity for its ActorRuntime.
+type inspectReq struct{ c chan<- ActorRuntime }
+
+func (e *entity) runtime() ActorRuntime {
+	a := ActorRuntime{Loaded: e.loaded, Seq: e.seq, Durable: e.durable, Held: len(e.held),
+		Deferred: len(e.waitIdx), Passivating: e.passivating, Stopping: e.stopping}
+	if len(e.held) > 0 {
+		a.HeldFor = e.held[0].dep
+	}
+	for _, out := range e.outs {
+		a.Outs = append(a.Outs, OutRuntime{To: out.to, RequestID: out.env.GetRequestId(), Dep: out.dep,
+			Attempts: out.attempts, Colocated: out.msg != nil, Scheduled: out.timer != nil})
+	}
+	sort.Slice(a.Outs, func(i, j int) bool { return a.Outs[i].RequestID < a.Outs[j].RequestID })
+	return a
+}
+
+// inspectWrites asks the batcher for an entity's WritesRuntime.
+type inspectWrites struct {
+	en *entry
+	c  chan<- WritesRuntime
+}
+
+func (q *queue) inspect(r *inspectWrites) {
+	ref := r.en.ref
+	w := WritesRuntime{Durable: r.en.durable.Load(), Sending: q.sending[ref]}
+	if p, ok := q.poisoned[ref]; ok {
+		w.Poisoned = fmt.Sprintf("epoch %d: %v", p.epoch, p.err)
+	}
+	for p := q.queued[ref]; p != nil; p = p.next {
+		qw := QueuedWrite{Seq: p.w.seq, Epoch: p.w.epoch, Covers: len(p.done), Expect: p.expect}
+		for _, d := range p.after {
+			_, queued := q.queued[d.en.ref]
+			qw.After = append(qw.After, WriteDep{Ref: d.en.ref, Seq: d.seq, Durable: d.en.durable.Load(),
+				Queued: queued, Sending: q.sending[d.en.ref]})
+		}
+		w.Queued = append(w.Queued, qw)
+	}
+	r.c <- w
+}

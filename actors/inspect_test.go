@@ -3,9 +3,14 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -61,4 +66,55 @@ func TestInspection(t *testing.T) {
 	require.NoError(t, h.store.Close())
 	_, err = h.host.LoadRecord(context.Background(), ref("a"))
 	require.Error(t, err)
+}
+
+// Runtime shows a write held in flight: the entity's seq ahead of its
+// durable one, its reply held, the batcher sending it and a newer write of
+// the entity queued behind it; once the Save goes through, nothing waits.
+func TestRuntime(t *testing.T) {
+	store := &hookedStore{Store: memory.New()}
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { d.Store = store })
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "a", 1)
+	require.NoError(t, err)
+
+	entered, gate := make(chan struct{}, 8), make(chan struct{})
+	hook := func([]persistence.Record) { entered <- struct{}{}; <-gate }
+	store.onSave.Store(&hook)
+	errs := make(chan error, 2)
+	go func() { _, err := h.add(ctx, "a", 1); errs <- err }()
+	<-entered // the second write's Save is in flight
+	go func() { _, err := h.add(ctx, "a", 1); errs <- err }()
+
+	var rt actors.Runtime
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		rt, err = h.host.Runtime(ctx, ref("a"))
+		if err != nil {
+			return err
+		}
+		if rt.Actor == nil || rt.Writes == nil || rt.Actor.Seq != 3 || len(rt.Writes.Queued) != 1 {
+			return fmt.Errorf("runtime %+v", rt)
+		}
+		return nil
+	})
+	require.Equal(t, actors.ShardOf(ref("a"), h.cfg.Shards), rt.Shard)
+	require.Equal(t, int64(1), rt.Epoch)
+	require.Equal(t, uint64(1), rt.Actor.Durable)
+	require.Equal(t, 2, rt.Actor.Held, "two replies wait for their writes")
+	require.Equal(t, uint64(2), rt.Actor.HeldFor)
+	require.True(t, rt.Writes.Sending)
+	require.Equal(t, uint64(1), rt.Writes.Durable)
+	require.Equal(t, uint64(3), rt.Writes.Queued[0].Seq)
+
+	store.onSave.Store(nil)
+	close(gate)
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	rt, err = h.host.Runtime(ctx, ref("a"))
+	require.NoError(t, err)
+	require.Equal(t, actors.ActorRuntime{Loaded: true, Seq: 3, Durable: 3}, *rt.Actor)
+	require.Equal(t, actors.WritesRuntime{Durable: 3}, *rt.Writes)
+
+	_, err = h.host.Runtime(ctx, ref("never"))
+	require.ErrorIs(t, err, actors.ErrNotActive)
 }

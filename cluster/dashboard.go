@@ -273,6 +273,13 @@ func (s dashSource) IsActive(ref actors.Ref) bool {
 	return s.running() && s.n.host.IsActive(ref)
 }
 
+func (s dashSource) Runtime(ctx context.Context, ref actors.Ref) (actors.Runtime, error) {
+	if !s.running() {
+		return actors.Runtime{}, ErrClosed
+	}
+	return s.n.host.Runtime(ctx, ref)
+}
+
 func (s dashSource) Record(ctx context.Context, ref actors.Ref) (actors.Record, error) {
 	if !s.running() {
 		return actors.Record{}, ErrClosed

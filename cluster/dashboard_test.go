@@ -120,11 +120,19 @@ func TestDashboardStatusPageAndInspector(t *testing.T) {
 	var state struct{ Value string }
 	require.NoError(t, json.Unmarshal(ent.Record.State, &state))
 	require.Equal(t, "6", state.Value, "protojson encodes int64 as a string")
+	// Active on the owner: its in-memory state there, nothing waiting.
+	require.NotNil(t, ent.Runtime)
+	require.Equal(t, shard, ent.Runtime.Shard)
+	require.Equal(t, epoch, ent.Runtime.Epoch)
+	require.Equal(t, &actors.ActorRuntime{Loaded: true, Seq: 3, Durable: 3}, ent.Runtime.Actor)
+	require.Equal(t, &actors.WritesRuntime{Durable: 3}, ent.Runtime.Writes)
 
 	// The other node answers for itself: not active there.
+	ent = dashboard.Entity{}
 	require.Equal(t, http.StatusOK, getJSON(t, "http://"+other.AdminAddr()+"/entities/counter/alice", &ent))
 	require.Equal(t, other.ID(), ent.Node)
 	require.False(t, ent.Active)
+	require.Nil(t, ent.Runtime)
 	require.Equal(t, uint64(3), ent.Record.Seq)
 	// Through the dashboard's API, the other node asks the owner.
 	require.Equal(t, http.StatusOK, getJSON(t, "http://"+other.AdminAddr()+"/dashboard/api/entities/counter/alice", &ent))

@@ -33,6 +33,12 @@
 //	/dashboard/api/entities/{kind}/{id} the entity inspector, asked of the owner
 //	/entities/{kind}/{id}               the entity inspector, answered by this node
 //
+// The inspector's answer (Entity) gives the entity's durable record and,
+// where it is active, what its host holds of it in memory
+// (actors.Runtime): writes not yet durable, replies and messages waiting
+// for them, and the co-located writes a queued write waits for. That is
+// where to look when an entity does not answer.
+//
 // The JSON shapes other than /entities/{kind}/{id} are the page's own and
 // may change between versions; /status (package cluster) is the stable one.
 // The Hub adds no access control: it is served behind the admin endpoint's.

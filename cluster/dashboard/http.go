@@ -393,6 +393,9 @@ type Entity struct {
 	Active bool   `json:"active"`
 	// Record is the entity's durable record.
 	Record EntityRecord `json:"record"`
+	// Runtime is, when the entity is active on Node, its in-memory state
+	// there: what it waits for.
+	Runtime *actors.Runtime `json:"runtime,omitempty"`
 	// Error says why the owner could not be asked
 	// (/dashboard/api/entities only: the answer is then this node's).
 	Error string `json:"error,omitempty"`
@@ -436,6 +439,13 @@ func (h *Hub) inspect(ctx context.Context, kind, id string) (Entity, int, error)
 		e.Owner, e.Epoch = o.Node, o.Epoch
 	}
 	e.Active = h.src.IsActive(ref)
+	if e.Active {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		if rt, err := h.src.Runtime(rctx, ref); err == nil {
+			e.Runtime = &rt
+		}
+		cancel()
+	}
 	rec, err := h.src.Record(ctx, ref)
 	switch {
 	case errors.Is(err, actors.ErrUnknownKind):

@@ -35,6 +35,9 @@ type Source interface {
 	ActiveIn(shard uint32) []actors.Ref
 	// IsActive reports whether ref is active on the node.
 	IsActive(ref actors.Ref) bool
+	// Runtime describes ref's in-memory state on the node
+	// (actors.Host.Runtime).
+	Runtime(ctx context.Context, ref actors.Ref) (actors.Runtime, error)
 	// Record reads ref's durable record (actors.Host.LoadRecord).
 	Record(ctx context.Context, ref actors.Ref) (actors.Record, error)
 }

@@ -252,7 +252,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if rep.Ops, err = countOps(hist); err != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("history: %v", err))
 	}
-	if ops, err := history.ReadFile(hist); err == nil {
+	var ops []history.Op
+	if ops, err = history.ReadFile(hist); err == nil {
 		status := func(ctx context.Context, id, from string) (*bankpb.TransferState, error) {
 			return bankpb.NewTransferServiceClient(client).GetTransfer(ctx, ledger.TransferID(from, id), &bankpb.GetTransfer{})
 		}
@@ -267,6 +268,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	if len(rep.Unavailable) > 0 {
 		r.logf("%6.1fs %d accounts do not answer after the heal: %v", time.Since(r.start).Seconds(), len(rep.Unavailable), rep.Unavailable)
+	}
+	if len(rep.Unavailable) > 0 || len(rep.Sagas.Pending) > 0 {
+		d := r.diagnose(ctx, dir, rep.Unavailable, rep.Sagas.Pending, transferSources(ops))
+		r.logf("%6.1fs the nodes' goroutines and what they hold of those entities: %s", time.Since(r.start).Seconds(), d)
 	}
 
 	checkReport := filepath.Join(dir, "check.json")

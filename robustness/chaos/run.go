@@ -279,7 +279,10 @@ func (r *runner) nodeArgs(i int, peers []*node) []string {
 		"--remote", n.remote, "--advertise-remote", n.remoteProxy.Addr(),
 		"--gossip", n.gossip, "--advertise-gossip", n.gossipProxy.Addr(),
 		"--admin", n.admin, "--store", r.cfg.Store, "--lease-ttl", r.cfg.LeaseTTL.String(),
-		"--gossip-key", r.gossipKey}
+		"--gossip-key", r.gossipKey,
+		// The admin endpoint is on loopback: the diagnosis of entities
+		// that do not answer reads the nodes' goroutines.
+		"--pprof"}
 	args = append(args, r.tlsArgs(n.name)...)
 	var join []string
 	for _, p := range peers {

@@ -127,7 +127,7 @@ func (c *Config) Validate() error {
 // their soak flags and o watching.
 func (c *Config) chaosConfig(o chaos.Observer) chaos.Config {
 	cc := c.Chaos
-	cc.NodeArgs = append(slices.Clone(cc.NodeArgs), "--pprof", "--idle-timeout", c.IdleTimeout.String())
+	cc.NodeArgs = append(slices.Clone(cc.NodeArgs), "--idle-timeout", c.IdleTimeout.String())
 	if c.CompactEvery > 0 {
 		cc.EtcdArgs = append(slices.Clone(cc.EtcdArgs), "--auto-compaction-retention", c.CompactEvery.String())
 	}

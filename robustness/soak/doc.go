@@ -11,9 +11,9 @@
 // Config.Chaos.Interval (a quarter of the duration, 20 s to 3 min), kinds
 // in turn (a seeded shuffle of kill, pause, partition, etcd member kill
 // and, with the postgres store, PostgreSQL restart, each before any
-// repeats). The soak adds to the nodes --pprof (goroutine counts) and
-// --idle-timeout 15s (transfer entities, one per transfer, come and go at
-// the load's pace), and to the etcd members --auto-compaction-retention 1m
+// repeats). The soak adds to the nodes (which chaos runs with --pprof,
+// read for goroutine counts) --idle-timeout 15s (transfer entities, one
+// per transfer, come and go at the load's pace), and to the etcd members --auto-compaction-retention 1m
 // (the etcd store rewrites an account's record, dedup window included, on
 // every step of a transfer; without compaction etcd would keep every
 // revision until its space quota ran out).

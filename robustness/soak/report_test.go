@@ -287,7 +287,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	cc := cfg.chaosConfig(nil)
 	args := strings.Join(cc.NodeArgs, " ")
-	if args != "--pprof --idle-timeout 15s" || strings.Join(cc.EtcdArgs, " ") != "--auto-compaction-retention 1m0s --quota-backend-bytes 8589934592 --snapshot-count 10000" {
+	if args != "--idle-timeout 15s" || strings.Join(cc.EtcdArgs, " ") != "--auto-compaction-retention 1m0s --quota-backend-bytes 8589934592 --snapshot-count 10000" {
 		t.Fatalf("node args %q, etcd args %q", args, cc.EtcdArgs)
 	}
 	cfg.Chaos.Bank = "/bin/true"

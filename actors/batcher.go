@@ -139,14 +139,20 @@ func newPending(w write) *pending {
 	return p
 }
 
-// add makes the newer write w of p's entity replace p's, unless w's
-// events would take p over maxEvents: then w starts p.next. It returns the
-// pending w joined.
-func (p *pending) add(w write, maxEvents int) *pending {
+// last returns the last pending of p's chain.
+func (p *pending) last() *pending {
 	for p.next != nil {
 		p = p.next
 	}
-	if n := len(w.journal.events); n > 0 && len(p.events) > 0 && len(p.events)+n > maxEvents {
+	return p
+}
+
+// add makes the newer write w of p's entity replace p's, unless w's
+// events would take p over maxEvents, or apart is set: then w starts
+// p.next. It returns the pending w joined.
+func (p *pending) add(w write, maxEvents int, apart bool) *pending {
+	p = p.last()
+	if n := len(w.journal.events); apart || n > 0 && len(p.events) > 0 && len(p.events)+n > maxEvents {
 		p.next = newPending(w)
 		return p.next
 	}
@@ -545,7 +551,9 @@ func (q *queue) add(w write) {
 	}
 	if p, ok := q.queued[ref]; ok && p.w.epoch == w.epoch {
 		before := p.chainSize()
-		p.add(w, b.maxEvents)
+		// w joins the entity's last queued write unless that would make
+		// the write wait for a co-located write that waits for it.
+		p.add(w, b.maxEvents, len(w.after) > 0 && q.waitsFor(w.after, p.last()))
 		q.bytes += p.chainSize() - before
 		return
 	} else if ok {
@@ -557,6 +565,74 @@ func (q *queue) add(w write) {
 	q.queued[ref] = newPending(w)
 	q.order = append(q.order, ref)
 	q.bytes += w.size
+}
+
+// Co-located writes wait for each other: a write that depends on another
+// entity's write (pending.after) goes with it or after it, and an
+// entity's later pendings (pending.next) go after its earlier ones. These
+// waits must never form a cycle, or none of the writes in it is ever sent:
+// a write that joined its entity's queued write would otherwise make that
+// one wait too. An account's write that a saga's write depends on (the
+// account sent it a message), joined by the account's next write, which
+// depends on the saga's (the saga answered with a message of its own), is
+// such a cycle. add keeps the waits acyclic: a write whose dependencies
+// wait for its entity's last queued write starts a pending of its own
+// instead of joining it (waitsFor).
+
+// waitsFor reports whether a queued write that one of deps names waits,
+// directly or through other queued writes, for target.
+func (q *queue) waitsFor(deps []writeDep, target *pending) bool {
+	var stack []*pending
+	for _, d := range deps {
+		if c := q.covering(d); c != nil {
+			stack = append(stack, c)
+		}
+	}
+	seen := make(map[*pending]bool)
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if p == target {
+			return true
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if prev := q.before(p); prev != nil {
+			stack = append(stack, prev)
+		}
+		for _, d := range p.after {
+			if c := q.covering(d); c != nil {
+				stack = append(stack, c)
+			}
+		}
+	}
+	return false
+}
+
+// covering returns the queued pending that carries write d, nil when none
+// does (d is durable, in flight, or withdrawn). A write in flight may be
+// taken for its entity's next queued one: waitsFor then errs on the safe
+// side.
+func (q *queue) covering(d writeDep) *pending {
+	for p := q.queued[d.en.ref]; p != nil && p.w.en == d.en; p = p.next {
+		if p.w.seq >= d.seq {
+			return p
+		}
+	}
+	return nil
+}
+
+// before returns the pending chained just before p, nil when p is its
+// entity's oldest.
+func (q *queue) before(p *pending) *pending {
+	for o := q.queued[p.w.ref]; o != nil; o = o.next {
+		if o.next == p {
+			return o
+		}
+	}
+	return nil
 }
 
 // failQueued fails, with err, every queued pending (and the pendings
@@ -586,8 +662,8 @@ func (q *queue) failQueued(match func(*pending) bool, err error) {
 // requeue puts back the writes of a group the store refused as too large,
 // each to go in a group of at most limit records of its shard. A newer
 // queued write of the same entity takes the place of one (it covers it),
-// unless it has events: then the newer one is saved after it; one a cancel
-// waits for is withdrawn.
+// unless either has events or waits for a co-located write: then the
+// newer one is saved after it; one a cancel waits for is withdrawn.
 func (q *queue) requeue(ps []*pending, limit int) {
 	var front []Ref
 	for _, p := range ps {
@@ -602,8 +678,11 @@ func (q *queue) requeue(ps []*pending, limit int) {
 			q.b.countCanceled(len(p.done))
 			continue
 		}
-		if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil {
-			o.after = append(p.after, o.after...)
+		// The newer queued write takes p's place, unless either waits for
+		// a co-located write: the writes that waited for p (in flight)
+		// would then wait for o, which may wait for them (see waitsFor).
+		if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil &&
+			len(p.after) == 0 && len(o.after) == 0 {
 			o.done = append(p.done, o.done...)
 			o.w.prevDue = p.w.prevDue // p was never written
 			if o.limit == 0 || limit < o.limit {

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -371,4 +372,82 @@ func TestWriteAfterDropIsWithdrawn(t *testing.T) {
 	require.Equal(t, before.Saves, after.Saves, "a Save of the dropped ownership")
 	_, err := st.Load(ctx, "slow", "s")
 	require.ErrorIs(t, err, persistence.ErrNotFound)
+}
+
+// Two co-located entities that message each other while their writes
+// wait behind a Save in flight: x's write (a Forward) sends to a, whose
+// write depends on it; a's next write (a Forward back) sends to x, whose
+// next write depends on that. Had each entity's second write joined its
+// first, each would wait for the other for good (an account's settle
+// reminder and its transfers' sagas do this in the bank). Both calls
+// answer, and every write is stored.
+func TestColocatedWritesNeverWaitForEachOther(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	x, err := actors.Colocated("counter", ref("a"), "x")
+	require.NoError(t, err)
+	blocker := "blocker"
+	for actors.ShardOf(ref(blocker), h.cfg.Shards) == actors.ShardOf(ref("a"), h.cfg.Shards) {
+		blocker += "+"
+	}
+	for _, r := range []actors.Ref{ref("a"), x, ref(blocker)} {
+		_, err := actors.Call[*testpb.Value](ctx, h.host, r, &testpb.Add{Delta: 1})
+		require.NoError(t, err)
+	}
+
+	// A Save in flight that does not return: every write after it queues.
+	release := h.store.BlockSaves()
+	saves := h.host.Stats().Batch.Saves
+	errs := make(chan error, 3)
+	go func() { _, err := h.add(ctx, blocker, 1); errs <- err }()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if h.host.Stats().Batch.Saves == saves {
+			return errPending
+		}
+		return nil
+	})
+	// queuedAfter waits until r's queued write waits for a write of on.
+	queuedAfter := func(r, on actors.Ref) {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+			rt, err := h.host.Runtime(ctx, r)
+			if err != nil {
+				return err
+			}
+			if rt.Writes != nil {
+				for _, q := range rt.Writes.Queued {
+					for _, d := range q.After {
+						if d.Ref == on {
+							return nil
+						}
+					}
+				}
+			}
+			return fmt.Errorf("%s: no queued write waits for %s: %+v", r, on, rt.Writes)
+		})
+	}
+	go func() {
+		_, err := actors.Call[*testpb.Value](ctx, h.host, x, &testpb.Forward{To: "a", Delta: 10, RequestId: "x-to-a"})
+		errs <- err
+	}()
+	queuedAfter(ref("a"), x)
+	go func() {
+		_, err := actors.Call[*testpb.Value](ctx, h.host, ref("a"), &testpb.Forward{To: x.ID, Delta: 100, RequestId: "a-to-x"})
+		errs <- err
+	}()
+	queuedAfter(x, ref("a"))
+
+	release()
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if a, _ := h.stored("a"); a != 11 {
+			return fmt.Errorf("a stored %d, want 11", a)
+		}
+		if v, _ := h.stored(x.ID); v != 101 {
+			return fmt.Errorf("x stored %d, want 101", v)
+		}
+		return nil
+	})
 }

@@ -69,6 +69,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/colocated-waits-acyclic",
+		Guard: "liveness: co-located writes never wait for each other in a cycle (entities whose writes never go stop answering)",
+		File:  "actors/batcher.go",
+		Orig:  `p.add(w, b.maxEvents, len(w.after) > 0 && q.waitsFor(w.after, p.last()))`,
+		Repl:  `p.add(w, b.maxEvents, false)`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/lease-check",
 		Guard: "S2: no reply that reveals state leaves while the lease is not valid",
 		File:  "actors/host.go",

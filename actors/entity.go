@@ -53,14 +53,18 @@ var (
 // actor's goroutine only.
 type entity struct {
 	h     *Host
-	en    *entry
-	ref   Ref
-	shard *shardState
+	en    *entry // its ref and shard
 	epoch int64
 	beh   behavior
 	self  *actor.PID
 
-	loaded    bool
+	loaded      bool
+	dirty       bool // the dedup window or fences changed since the last write
+	reading     bool // a read handler runs (it may not change reminders)
+	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
+	hookRan     bool // OnPassivate ran; nothing else runs in this activation
+	stopping    bool // Stop was requested
+
 	gen       uint64 // bumped by every restart; older write results are ignored
 	seq       uint64 // sequence number of the last write made
 	durable   uint64 // highest sequence number known durable
@@ -77,15 +81,12 @@ type entity struct {
 	// in every idle entity, below that). Entries are decoded on a hit
 	// only: an idle entity keeps its window as bytes.
 	recentIdx map[string][]byte
-	dirty     bool // the dedup window or fences changed since the last write
 	after     []writeDep
 	// fences are the highest epochs accepted from other shards' entities
 	// (see fence.go), nil when none.
 	fences *senderFences
 	tm     *timerSet      // nil until the first After
 	rm     *reminderState // nil while it has no reminders (see reminder.go)
-	// reading: a read handler runs (it may not change reminders).
-	reading bool
 	// counted is the window length last added to Host.dedupEntries.
 	counted int
 
@@ -101,12 +102,6 @@ type entity struct {
 	// and request ID: a message sent again waits as its retry would have.
 	backoff map[backoffKey]*backoffState
 	drain   *drainReq
-	// passivating: the entity is passivating (the host parks its calls)
-	// and stops once its writes are durable.
-	passivating bool
-	// hookRan: OnPassivate ran; nothing else runs in this activation.
-	hookRan  bool
-	stopping bool // Stop was requested
 
 	// Deferred replies: requests whose handler called Defer, by key and by
 	// request ID, and the resolutions a handler or continuation made.
@@ -186,9 +181,9 @@ func (e *entity) Receive(ctx actor.Context) {
 	defer e.countRecent()
 	defer func() {
 		if r := recover(); r != nil {
-			e.h.log.Error("entity crashed", "entity", e.ref, "panic", r, "stack", string(debug.Stack()))
-			e.failHeld(errf(ordopb.Code_CODE_INTERNAL, "entity %s crashed", e.ref))
-			e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "entity %s crashed", e.ref))
+			e.h.log.Error("entity crashed", "entity", e.en.ref, "panic", r, "stack", string(debug.Stack()))
+			e.failHeld(errf(ordopb.Code_CODE_INTERNAL, "entity %s crashed", e.en.ref))
+			e.failWaiting(errf(ordopb.Code_CODE_UNAVAILABLE, "entity %s crashed", e.en.ref))
 			e.h.retire(e.en, false)
 			e.stopping = true
 			ctx.Stop(ctx.Self())
@@ -234,21 +229,21 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *waitExpired:
 		if m.gen == e.gen && e.waitIdx[m.w.id] == m.w {
 			e.unwait(m.w)
-			e.failWaiter(m.w, errf(ordopb.Code_CODE_DEADLINE, "deadline passed while %s deferred its reply", e.ref))
+			e.failWaiter(m.w, errf(ordopb.Code_CODE_DEADLINE, "deadline passed while %s deferred its reply", e.en.ref))
 		}
 	case *inspectReq:
 		m.c <- e.runtime()
 	case *releaseWaiters:
-		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.ref))
+		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.en.ref))
 	case *actor.Stopping:
 		e.stopTimers()
-		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
-		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.ref))
+		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref))
+		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref))
 		e.dropOuts()
 	case *actor.Stopped:
 		e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 		e.countRecent()
-		close(e.en.stopped)
+		e.h.actorStopped(e.en)
 	}
 }
 
@@ -295,12 +290,12 @@ func (e *entity) farewell() {
 	}
 	e.hookRan = ran
 	if panicked != nil {
-		e.h.log.Error("OnPassivate hook panicked", "entity", e.ref, "panic", panicked)
+		e.h.log.Error("OnPassivate hook panicked", "entity", e.en.ref, "panic", panicked)
 		e.rollback()
 		return
 	}
 	if err := e.commit(0); errors.Is(err, ErrTooLarge) {
-		e.h.log.Error("OnPassivate hook rolled back", "entity", e.ref, "err", err)
+		e.h.log.Error("OnPassivate hook rolled back", "entity", e.en.ref, "err", err)
 	}
 }
 
@@ -325,12 +320,12 @@ func (e *entity) handleInvoke(c *call) {
 		}()
 	}
 	if timeNow().UnixNano() > c.deadline {
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was processed", e.ref)))
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was processed", e.en.ref)))
 		return
 	}
 	if e.hookRan {
 		// Not expected: calls are parked or refused once the hook ran.
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "entity %s is stopping", e.ref)))
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_NOT_HERE, "entity %s is stopping", e.en.ref)))
 		return
 	}
 	// The payload is decoded before the entity is loaded: an undecodable
@@ -344,7 +339,7 @@ func (e *entity) handleInvoke(c *call) {
 	}
 	write, newMsg, ok := e.beh.find(name)
 	if !ok {
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", e.ref.Kind, name)))
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST, "kind %q has no handler for %q", e.en.ref.Kind, name)))
 		return
 	}
 	if msg == nil {
@@ -374,7 +369,7 @@ func (e *entity) handleInvoke(c *call) {
 	if d := e.lookupRecent(id); d != nil {
 		if !sameHash(d.GetPayloadHash(), hash) {
 			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST,
-				"request ID %q was already used for a different request to %s", id, e.ref)))
+				"request ID %q was already used for a different request to %s", id, e.en.ref)))
 			return
 		}
 		e.hold(e.seq, c, d.GetReply(), nil)
@@ -383,7 +378,7 @@ func (e *entity) handleInvoke(c *call) {
 	if w, ok := e.waitIdx[id]; ok {
 		if !sameHash(w.hash, hash) {
 			e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_BAD_REQUEST,
-				"request ID %q was already used for a different request to %s", id, e.ref)))
+				"request ID %q was already used for a different request to %s", id, e.en.ref)))
 			return
 		}
 		w.calls = append(w.calls, c) // a retry while the reply is deferred: same answer
@@ -398,7 +393,7 @@ func (e *entity) handleInvoke(c *call) {
 	e.spanOutcome(herr, panicked)
 	if panicked != nil {
 		e.rollback()
-		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.ref, panicked)))
+		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL, "handler of %s for %s panicked: %v", name, e.en.ref, panicked)))
 		return
 	}
 	if herr == nil && e.deferKey == "" && nilMessage(out) {
@@ -406,7 +401,7 @@ func (e *entity) handleInvoke(c *call) {
 		// recorded, so a retry (after a fix) runs the handler again.
 		e.rollback()
 		e.h.finish(c, errReply(env, errf(ordopb.Code_CODE_INTERNAL,
-			"handler of %s for %s returned a nil reply and a nil error (return a reply or an error, or call Defer)", name, e.ref)))
+			"handler of %s for %s returned a nil reply and a nil error (return a reply or an error, or call Defer)", name, e.en.ref)))
 		return
 	}
 	if code, ok := contextErrorCode(herr); ok {
@@ -416,17 +411,17 @@ func (e *entity) handleInvoke(c *call) {
 			c.firing.retry = true
 		}
 		e.rollback()
-		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.ref, herr)))
+		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.en.ref, herr)))
 		return
 	}
 	if !write {
 		if e.emitted() {
 			e.rollback()
-			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s emitted events (only write handlers may)", name, e.ref)
+			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s emitted events (only write handlers may)", name, e.en.ref)
 		}
 		if herr == nil && (e.deferKey != "" || len(e.resolutions) > 0) {
 			e.deferKey, e.resolutions = "", e.resolutions[:0]
-			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s deferred or resolved a reply (only write handlers may)", name, e.ref)
+			herr = errf(ordopb.Code_CODE_INTERNAL, "read handler of %s for %s deferred or resolved a reply (only write handlers may)", name, e.en.ref)
 		}
 		rep, err := replyOf(id, out, herr)
 		if err != nil {
@@ -575,7 +570,7 @@ func (e *entity) commit(added int) error {
 			e.unremember(added)
 			e.rollback()
 			return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s would be %d bytes at least (state %d, reminders %d, new recent replies %d), over MaxStateBytes %d; nothing applied",
-				e.ref, size, len(state), len(rem.enc), size-len(state)-len(rem.enc), e.h.cfg.MaxStateBytes)
+				e.en.ref, size, len(state), len(rem.enc), size-len(state)-len(rem.enc), e.h.cfg.MaxStateBytes)
 		}
 		err = e.persist(state, rem, journalWrite{})
 	}
@@ -726,7 +721,7 @@ func (e *entity) rollback() {
 	}
 	if err := e.beh.load(e.lastState); err != nil {
 		// lastState was produced by snapshot; failing to decode it is a bug.
-		panic(fmt.Sprintf("actors: %s: cannot decode own state: %v", e.ref, err))
+		panic(fmt.Sprintf("actors: %s: cannot decode own state: %v", e.en.ref, err))
 	}
 }
 
@@ -912,9 +907,9 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 		}
 	}
 	due, prevDue := e.commitReminders(rem)
-	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.shard
+	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.en.shard
 	e.h.batcher.submit(write{
-		ref: e.ref, en: e.en, shard: e.shard.id, epoch: e.epoch, seq: seq,
+		ref: e.en.ref, en: e.en, shard: e.en.shard.id, epoch: e.epoch, seq: seq,
 		state:     state,
 		recent:    e.recentEnc[:n:n],
 		fences:    e.fences.encoded(),
@@ -998,14 +993,14 @@ func (e *entity) handleWriteDone(m *writeDone) {
 		if errors.Is(m.err, persistence.ErrSequence) {
 			// The store's journal does not end where this owner's writes
 			// say it does: a bug, or another writer under the same epoch.
-			e.h.log.Error("the store refused the entity's events as out of sequence", "entity", e.ref, "err", m.err)
+			e.h.log.Error("the store refused the entity's events as out of sequence", "entity", e.en.ref, "err", m.err)
 		}
 		// Fenced, out of sequence, or an outcome the store could not report
 		// (the write may still land later). Restarting the entity from storage under the
 		// same epoch would let such a late write overwrite newer state, so
 		// the whole shard is given up: it is served again only under a new
 		// epoch, whose fence rejects any write still on its way.
-		e.h.shardLost(e.shard, m.err)
+		e.h.shardLost(e.en.shard, m.err)
 	}
 }
 
@@ -1015,11 +1010,11 @@ func (e *entity) handleWriteDone(m *writeDone) {
 // whole shard is given up instead, and served again under a new epoch.
 func (e *entity) restart(cause error) {
 	if e.seq != e.durable {
-		e.h.shardLost(e.shard, cause)
+		e.h.shardLost(e.en.shard, cause)
 		return
 	}
-	e.h.log.Warn("entity write failed; restarting from storage", "entity", e.ref, "err", cause)
-	failed := errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.ref, cause)
+	e.h.log.Warn("entity write failed; restarting from storage", "entity", e.en.ref, "err", cause)
+	failed := errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s failed: %v", e.en.ref, cause)
 	e.reload(failed, failed)
 }
 
@@ -1037,13 +1032,13 @@ func (e *entity) restart(cause error) {
 func (e *entity) refused(cause error) {
 	for _, out := range e.outs {
 		if out.msg != nil && out.dep > e.durable {
-			e.h.shardLost(e.shard, cause)
+			e.h.shardLost(e.en.shard, cause)
 			return
 		}
 	}
-	e.h.log.Warn("the store refused a write of the entity as too large; restarting it from storage", "entity", e.ref, "err", cause)
-	e.reload(errf(ordopb.Code_CODE_TOO_LARGE, "write of %s refused by the store: %v", e.ref, cause),
-		errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s refused by the store: %v", e.ref, cause))
+	e.h.log.Warn("the store refused a write of the entity as too large; restarting it from storage", "entity", e.en.ref, "err", cause)
+	e.reload(errf(ordopb.Code_CODE_TOO_LARGE, "write of %s refused by the store: %v", e.en.ref, cause),
+		errf(ordopb.Code_CODE_UNAVAILABLE, "write of %s refused by the store: %v", e.en.ref, cause))
 	e.maybeStop()
 }
 
@@ -1054,7 +1049,7 @@ func (e *entity) refused(cause error) {
 func (e *entity) reload(heldErr, waitErr *Error) {
 	e.gen++
 	e.stopTimers()
-	e.h.batcher.cancelEntity(e.ref, e.epoch)
+	e.h.batcher.cancelEntity(e.en.ref, e.epoch)
 	e.failHeld(heldErr)
 	e.failWaiting(waitErr)
 	e.dropOuts()
@@ -1069,22 +1064,22 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 // activate fences the shard (once per ownership), loads the entity's
 // record and runs the OnActivate hook.
 func (e *entity) activate() error {
-	if err := e.h.ensureFenced(e.shard); err != nil {
+	if err := e.h.ensureFenced(e.en.shard); err != nil {
 		if errors.Is(err, persistence.ErrFenced) {
-			e.h.shardLost(e.shard, err)
-			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, err)
+			e.h.shardLost(e.en.shard, err)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.en.shard.id, err)
 		}
-		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.en.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
 	var stored ordopb.EntityRecord
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
 	case err != nil:
-		return errf(ordopb.Code_CODE_UNAVAILABLE, "loading %s: %v", e.ref, err)
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "loading %s: %v", e.en.ref, err)
 	default:
 		if err := proto.Unmarshal(rec.Data, &stored); err != nil {
-			return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: %v", e.ref, err)
+			return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: %v", e.en.ref, err)
 		}
 	}
 	if e.es != nil {
@@ -1092,13 +1087,13 @@ func (e *entity) activate() error {
 			return err
 		}
 	} else if err := e.beh.load(stored.GetState()); err != nil {
-		return errf(ordopb.Code_CODE_INTERNAL, "decoding state of %s: %v", e.ref, err)
+		return errf(ordopb.Code_CODE_INTERNAL, "decoding state of %s: %v", e.en.ref, err)
 	} else if e.lastState, err = e.beh.snapshot(); err != nil {
-		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.ref, err)
+		return errf(ordopb.Code_CODE_INTERNAL, "encoding state of %s: %v", e.en.ref, err)
 	}
 	fences, ok := loadSenderFences(&stored)
 	if !ok {
-		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.ref)
+		return errf(ordopb.Code_CODE_INTERNAL, "decoding record of %s: sender fences malformed", e.en.ref)
 	}
 	e.fences = fences
 	e.loadReminders(&stored, rec.Due)
@@ -1124,9 +1119,9 @@ func (e *entity) activate() error {
 	e.begin()
 	if e.beh.activate() {
 		if err := e.commit(0); errors.Is(err, ErrTooLarge) {
-			e.h.log.Error("OnActivate hook rolled back", "entity", e.ref, "err", err)
+			e.h.log.Error("OnActivate hook rolled back", "entity", e.en.ref, "err", err)
 		} else if err != nil {
-			return errf(ordopb.Code_CODE_UNAVAILABLE, "activating %s: %v", e.ref, err)
+			return errf(ordopb.Code_CODE_UNAVAILABLE, "activating %s: %v", e.en.ref, err)
 		}
 	}
 	return nil
@@ -1140,13 +1135,13 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 	runMD map[string]string, opts []RequestOption) {
 	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
 	out := &outMsg{
-		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.ref.Proto(),
-			SenderFence: &ordopb.SenderFence{Shard: e.shard.id, Epoch: e.epoch}},
+		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.en.ref.Proto(),
+			SenderFence: &ordopb.SenderFence{Shard: e.en.shard.id, Epoch: e.epoch}},
 		to:   ref,
 		cont: cont, policy: policy,
 	}
 	if err == nil {
-		if ShardOf(ref, e.h.cfg.Shards) == e.shard.id {
+		if ShardOf(ref, e.h.cfg.Shards) == e.en.shard.id {
 			out.msg = msg
 			if msg == nil {
 				err = errors.New("nil message")
@@ -1162,7 +1157,7 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 	}
 	if err != nil {
 		if cont == nil {
-			e.h.log.Error("dropping a message that cannot be sent", "from", e.ref, "to", ref, "err", err)
+			e.h.log.Error("dropping a message that cannot be sent", "from", e.en.ref, "to", ref, "err", err)
 			return
 		}
 		out.msg, out.env.Payload = nil, nil
@@ -1274,7 +1269,7 @@ func (e *entity) attempt(out *outMsg) {
 		e.h.submitLocal(env, msg, after, done)
 		return
 	}
-	sh, h := e.shard, e.h
+	sh, h := e.en.shard, e.h
 	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.RequestTimeout)
 	h.router.Route(ctx, env, shardSender{sh: sh, lease: h.deps.Lease}, func(rep *ordopb.Reply) {
 		cancel()
@@ -1320,7 +1315,7 @@ func (e *entity) handleCont(m *contDone) {
 	} else {
 		now := timeNow()
 		wait := e.failed(key, out.policy, now, RetryAfter(err))
-		if out.err == nil && retryableAttempt(err) && e.shard.ctx.Err() == nil && !e.hookRan &&
+		if out.err == nil && retryableAttempt(err) && e.en.shard.ctx.Err() == nil && !e.hookRan &&
 			out.policy.allows(out.attempts, out.first, wait, now) {
 			e.schedule(out, wait)
 			return
@@ -1339,12 +1334,12 @@ func (e *entity) handleCont(m *contDone) {
 		out.cont(m.rep.GetPayload(), err)
 	}()
 	if panicked != nil {
-		e.h.log.Error("continuation panicked", "entity", e.ref, "panic", panicked)
+		e.h.log.Error("continuation panicked", "entity", e.en.ref, "panic", panicked)
 		e.rollback()
 		return
 	}
 	if err := e.commit(0); errors.Is(err, ErrTooLarge) {
-		e.h.log.Error("continuation rolled back", "entity", e.ref, "err", err)
+		e.h.log.Error("continuation rolled back", "entity", e.en.ref, "err", err)
 	}
 }
 

@@ -250,18 +250,18 @@ func (c *Context[S]) Emit(event proto.Message) {
 	e := c.ent
 	b, _ := e.beh.(*typedBehavior[S])
 	if e.es == nil || b == nil || b.kind.es == nil {
-		panic(fmt.Sprintf("actors: Emit in kind %q, which is not event-sourced (EventSourced)", e.ref.Kind))
+		panic(fmt.Sprintf("actors: Emit in kind %q, which is not event-sourced (EventSourced)", e.en.ref.Kind))
 	}
 	ek := b.kind.es
-	data, err := ek.encodeEvent(e.ref.Kind, event)
+	data, err := ek.encodeEvent(e.en.ref.Kind, event)
 	if err != nil {
-		panic(fmt.Sprintf("actors: %s: Emit: %v", e.ref, err))
+		panic(fmt.Sprintf("actors: %s: Emit: %v", e.en.ref, err))
 	}
 	if !b.cloned {
 		b.pre, b.cloned = proto.Clone(c.State).(S), true
 	}
 	if err := ek.es.Apply(c.State, event); err != nil {
-		panic(fmt.Sprintf("actors: %s: Emit: applying %s: %v", e.ref, event.ProtoReflect().Descriptor().FullName(), err))
+		panic(fmt.Sprintf("actors: %s: Emit: applying %s: %v", e.en.ref, event.ProtoReflect().Descriptor().FullName(), err))
 	}
 	e.es.run = append(e.es.run, data)
 	e.es.runBytes += len(data)
@@ -417,13 +417,13 @@ func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error 
 		e.unremember(added)
 		e.rollback()
 		return errf(ordopb.Code_CODE_TOO_LARGE, "a run of %s emitted %d events, over BatchMaxEvents %d; nothing applied",
-			e.ref, n, e.h.cfg.BatchMaxEvents)
+			e.en.ref, n, e.h.cfg.BatchMaxEvents)
 	}
 	if size, ok := e.fit(len(e.fences.encoded())+len(rem.enc)+es.runBytes, added); !ok {
 		e.unremember(added)
 		e.rollback()
 		return errf(ordopb.Code_CODE_TOO_LARGE, "the record of %s with the events of the run would be %d bytes at least (events %d, reminders %d), over MaxStateBytes %d; nothing applied",
-			e.ref, size, es.runBytes, len(rem.enc), e.h.cfg.MaxStateBytes)
+			e.en.ref, size, es.runBytes, len(rem.enc), e.h.cfg.MaxStateBytes)
 	}
 	last := es.lastEvent + uint64(n)
 	jw := journalWrite{bytes: es.runBytes}
@@ -431,20 +431,20 @@ func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error 
 	if es.final || es.unsaved || version != es.version || last-snapSeq >= es.every {
 		state, err := e.beh.snapshot()
 		if err != nil {
-			return fmt.Errorf("encoding the state of %s for a snapshot: %w", e.ref, err)
+			return fmt.Errorf("encoding the state of %s for a snapshot: %w", e.en.ref, err)
 		}
 		if len(state) <= e.h.cfg.MaxStateBytes {
 			snapSeq, version = last, es.version
 			jw.snapshot, err = proto.Marshal(&ordopb.EntityRecord{State: state, SnapshotSeq: snapSeq, SnapshotVersion: version})
 			if err != nil {
-				return fmt.Errorf("encoding the snapshot of %s: %w", e.ref, err)
+				return fmt.Errorf("encoding the snapshot of %s: %w", e.en.ref, err)
 			}
 			jw.bytes += len(jw.snapshot)
 			es.unsaved = false
 		} else if !es.warned {
 			es.warned = true
 			e.h.log.Warn("a snapshot of the entity's state would exceed MaxStateBytes; keeping the previous one (activation replays more events)",
-				"entity", e.ref, "state_bytes", len(state), "max_state_bytes", e.h.cfg.MaxStateBytes)
+				"entity", e.en.ref, "state_bytes", len(state), "max_state_bytes", e.h.cfg.MaxStateBytes)
 		}
 	}
 	jw.meta = encodeJournalMeta(snapSeq, last, version)
@@ -472,7 +472,7 @@ func (e *entity) activateEvents(ctx context.Context, stored *ordopb.EntityRecord
 	es.begin()
 	es.warned, es.final, es.unsaved = false, false, false
 	es.lastEvent, es.snapSeq, es.snapVersion = stored.GetLastEvent(), stored.GetSnapshotSeq(), stored.GetSnapshotVersion()
-	snap, from, err := e.h.snapshotOf(ctx, e.ref, stored, es.version, e.h.loader.load)
+	snap, from, err := e.h.snapshotOf(ctx, e.en.ref, stored, es.version, e.h.loader.load)
 	if err != nil {
 		return err
 	}
@@ -482,10 +482,10 @@ func (e *entity) activateEvents(ctx context.Context, stored *ordopb.EntityRecord
 		es.snapVersion, es.unsaved = es.version, len(snap) > 0
 	}
 	if err := e.beh.load(snap); err != nil {
-		return errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot of %s (as of event %d): %v", e.ref, es.snapSeq, err)
+		return errf(ordopb.Code_CODE_INTERNAL, "decoding the snapshot of %s (as of event %d): %v", e.en.ref, es.snapSeq, err)
 	}
 	es.beh.keep()
-	return e.h.replay(ctx, e.ref, from, stored, es.version, es.beh.applyStored)
+	return e.h.replay(ctx, e.en.ref, from, stored, es.version, es.beh.applyStored)
 }
 
 // snapshotOf returns the snapshot an event-sourced entity's stored record

@@ -107,7 +107,7 @@ func loadSenderFences(rec *ordopb.EntityRecord) (*senderFences, bool) {
 // shard has moved away from, and the epoch that superseded it.
 func (e *entity) staleSender(c *call) (int64, bool) {
 	sf := c.fence
-	if sf == nil || sf.GetShard() == e.shard.id {
+	if sf == nil || sf.GetShard() == e.en.shard.id {
 		return 0, false
 	}
 	have := e.fences.epoch(sf.GetShard())
@@ -117,7 +117,7 @@ func (e *entity) staleSender(c *call) (int64, bool) {
 // acceptSender records c's sender fence as accepted, to be written with
 // the run's write.
 func (e *entity) acceptSender(c *call) {
-	if sf := c.fence; sf != nil && sf.GetShard() != e.shard.id && sf.GetEpoch() > 0 {
+	if sf := c.fence; sf != nil && sf.GetShard() != e.en.shard.id && sf.GetEpoch() > 0 {
 		if e.fences == nil {
 			e.fences = &senderFences{}
 		}
@@ -135,5 +135,5 @@ func (e *entity) acceptSender(c *call) {
 func (e *entity) refuseStale(c *call, have int64) {
 	e.h.finish(c, errReply(c.env, errf(ordopb.Code_CODE_FENCED,
 		"message from %s sent at epoch %d of shard %d, which %s has accepted messages from at epoch %d: its sender's shard moved on; nothing applied",
-		c.caller.Entity, c.fence.GetEpoch(), c.fence.GetShard(), e.ref, have)))
+		c.caller.Entity, c.fence.GetEpoch(), c.fence.GetShard(), e.en.ref, have)))
 }

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +57,7 @@ type Host struct {
 	started bool
 	closed  bool
 	shards  map[uint32]*shardState
-	lru     *list.List // of *entry, most recently used first
+	lru     lru // the active entries, most recently used first
 	active  int
 	evicts  int // entries asked to passivate and not yet gone
 	// inflight counts the admitted calls not yet answered, co-located
@@ -139,24 +138,88 @@ func (sh *shardState) noteDue(due int64) {
 
 // entry is one active entity as the host sees it.
 type entry struct {
-	ref    Ref
-	pid    *actor.PID
-	shard  *shardState
-	elem   *list.Element
-	queued atomic.Int64 // invocations sent to the actor and not yet taken
-	evict  bool         // asked to passivate (guarded by Host.mu)
-	// closing: the entity is passivating; calls for it wait in
-	// Host.parked and go to its next activation once it stopped (guarded
-	// by Host.mu).
-	closing bool
-	used    int64 // last call admitted, Unix nanoseconds (guarded by Host.mu)
-	// stopped is closed when the actor has stopped, whatever the reason.
-	stopped chan struct{}
-	gone    bool // removed from the host's maps (guarded by Host.mu)
+	ref   Ref
+	pid   *actor.PID
+	shard *shardState
+	// prev and next link the entry into Host.lru (guarded by Host.mu).
+	prev, next *entry
+	queued     atomic.Int64 // invocations sent to the actor and not yet taken
+	used       int64        // last call admitted, Unix nanoseconds (guarded by Host.mu)
 	// durable is the highest sequence number of the entity's writes known
 	// durable, advanced by the batcher: co-located writes that depend on
 	// this entity's wait for it.
 	durable atomic.Uint64
+	// stopC, made only when something waits for the actor to stop
+	// (stoppedLocked), is closed then (guarded by Host.mu).
+	stopC chan struct{}
+
+	// The flags are guarded by Host.mu.
+	evict bool // asked to passivate
+	// closing: the entity is passivating; calls for it wait in
+	// Host.parked and go to its next activation once it stopped.
+	closing bool
+	stopped bool // the actor has stopped, whatever the reason
+	gone    bool // removed from the host's maps
+}
+
+// stoppedLocked returns a channel closed once en's actor has stopped.
+// Host.mu is held.
+func (en *entry) stoppedLocked() <-chan struct{} {
+	if en.stopC == nil {
+		en.stopC = make(chan struct{})
+		if en.stopped {
+			close(en.stopC)
+		}
+	}
+	return en.stopC
+}
+
+// actorStopped records that en's actor has stopped.
+func (h *Host) actorStopped(en *entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	en.stopped = true
+	if en.stopC != nil {
+		close(en.stopC)
+	}
+}
+
+// lru is a doubly linked list of entries through their prev and next
+// fields, front first: linking an entry costs it no allocation (an idle
+// entity's memory counts, HostConfig.MaxActive of them).
+type lru struct {
+	root entry // root.next is the front, root.prev the back
+}
+
+func (l *lru) init() { l.root.next, l.root.prev = &l.root, &l.root }
+
+func (l *lru) pushFront(en *entry) {
+	en.prev, en.next = &l.root, l.root.next
+	l.root.next.prev = en
+	l.root.next = en
+}
+
+func (l *lru) remove(en *entry) {
+	en.prev.next, en.next.prev = en.next, en.prev
+	en.prev, en.next = nil, nil
+}
+
+func (l *lru) moveToFront(en *entry) {
+	if l.root.next != en {
+		l.remove(en)
+		l.pushFront(en)
+	}
+}
+
+// back returns the least recently used entry, nil when there is none.
+func (l *lru) back() *entry { return l.prev(&l.root) }
+
+// prev returns the entry used just after en, nil when en is the front.
+func (l *lru) prev(en *entry) *entry {
+	if en.prev == &l.root {
+		return nil
+	}
+	return en.prev
 }
 
 // advanceDurable raises en.durable to seq.
@@ -249,12 +312,12 @@ func NewHost(cfg HostConfig, deps HostDeps, kinds ...Kind) (*Host, error) {
 		log:     cfg.Logger,
 		router:  deps.Router,
 		shards:  make(map[uint32]*shardState),
-		lru:     list.New(),
 		stopped: make(chan struct{}),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.lru.init()
 	for _, k := range kinds {
 		if k == nil {
 			return nil, errors.New("actors: nil kind")
@@ -464,9 +527,9 @@ func (h *Host) Release(ctx context.Context, shard uint32, epoch int64) error {
 	}
 
 	h.mu.Lock()
-	var dones []chan struct{}
+	var dones []<-chan struct{}
 	for _, en := range sh.entities {
-		dones = append(dones, en.stopped)
+		dones = append(dones, en.stoppedLocked())
 		h.system.Root.Send(en.pid, &drainReq{})
 	}
 	h.mu.Unlock()
@@ -556,7 +619,7 @@ func (h *Host) removeLocked(en *entry) {
 	delete(h.parked, en) // a dropped shard answers them (dropState)
 	en.gone = true
 	delete(en.shard.entities, en.ref)
-	h.lru.Remove(en.elem)
+	h.lru.remove(en)
 	h.active--
 	if en.evict {
 		h.evicts--
@@ -711,7 +774,7 @@ func (h *Host) enqueue(c *call, ref Ref, kind Kind, now int64) {
 	if en == nil {
 		en = h.spawnLocked(ref, kind, sh)
 	} else {
-		h.lru.MoveToFront(en.elem)
+		h.lru.moveToFront(en)
 	}
 	en.used = now
 	en.queued.Add(1)
@@ -757,13 +820,13 @@ func (h *Host) overloadLocked(en *entry) *Error {
 }
 
 func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
-	en := &entry{ref: ref, shard: sh, stopped: make(chan struct{}), used: timeNow().UnixNano()}
-	e := &entity{h: h, en: en, ref: ref, shard: sh, epoch: sh.epoch, beh: kind.newBehavior()}
+	en := &entry{ref: ref, shard: sh, used: timeNow().UnixNano()}
+	e := &entity{h: h, en: en, epoch: sh.epoch, beh: kind.newBehavior()}
 	e.beh.bind(e)
 	h.spawning = e
 	en.pid = h.system.Root.Spawn(h.props)
 	h.spawning = nil
-	en.elem = h.lru.PushFront(en)
+	h.lru.pushFront(en)
 	sh.entities[ref] = en
 	h.active++
 	h.activations.Add(1)
@@ -773,8 +836,7 @@ func (h *Host) spawnLocked(ref Ref, kind Kind, sh *shardState) *entry {
 // evictLocked asks the least recently used entities to passivate until the
 // cap would hold. Host.mu is held.
 func (h *Host) evictLocked() {
-	for el := h.lru.Back(); el != nil && h.active-h.evicts > h.cfg.MaxActive; el = el.Prev() {
-		en := el.Value.(*entry)
+	for en := h.lru.back(); en != nil && h.active-h.evicts > h.cfg.MaxActive; en = h.lru.prev(en) {
 		if en.evict {
 			continue
 		}
@@ -801,8 +863,7 @@ func (h *Host) sweep() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cutoff := timeNow().Add(-h.cfg.IdleTimeout).UnixNano()
-	for el := h.lru.Back(); el != nil; el = el.Prev() {
-		en := el.Value.(*entry)
+	for en := h.lru.back(); en != nil; en = h.lru.prev(en) {
 		if en.used > cutoff {
 			return
 		}

@@ -276,7 +276,7 @@ func (h *Host) Runtime(ctx context.Context, ref Ref) (Runtime, error) {
 	}
 	rt := Runtime{Ref: ref, Shard: shard, Epoch: sh.epoch, Mailbox: en.queued.Load(),
 		Parked: len(h.parked[en]), Closing: en.closing}
-	pid := en.pid
+	pid, stopped := en.pid, en.stoppedLocked()
 	h.mu.Unlock()
 
 	actorC := make(chan ActorRuntime, 1)
@@ -304,7 +304,7 @@ func (h *Host) Runtime(ctx context.Context, ref Ref) (Runtime, error) {
 	select {
 	case a := <-actorC:
 		rt.Actor = &a
-	case <-en.stopped:
+	case <-stopped:
 		rt.ActorError = "the entity stopped"
 	case <-ctx.Done():
 		rt.ActorError = "the entity did not answer: " + ctx.Err().Error()

@@ -291,7 +291,7 @@ type Context[S proto.Message] struct {
 }
 
 // Ref returns the entity's ref.
-func (c *Context[S]) Ref() Ref { return c.ent.ref }
+func (c *Context[S]) Ref() Ref { return c.ent.en.ref }
 
 // Epoch returns the fencing epoch under which the entity runs.
 func (c *Context[S]) Epoch() int64 { return c.ent.epoch }
@@ -469,7 +469,7 @@ func (b *typedBehavior[S]) bind(e *entity) {
 
 func (b *typedBehavior[S]) context(in runIn) *Context[S] {
 	c := &Context[S]{State: b.state, ent: b.ent, requestID: in.requestID,
-		run: runContext{parent: b.ent.shard.ctx, deadline: in.deadline, md: in.md, caller: in.caller}}
+		run: runContext{parent: b.ent.en.shard.ctx, deadline: in.deadline, md: in.md, caller: in.caller}}
 	if in.span != nil {
 		c.run.traced = trace.ContextWithSpan(c.run.parent, in.span)
 	}

@@ -290,10 +290,10 @@ func (e *entity) setReminder(name string, due time.Time, period time.Duration, m
 	case nilMessage(msg):
 		return fmt.Errorf("actors: reminder %q: nil message", name)
 	case !e.handles(msg):
-		return fmt.Errorf("actors: reminder %q: kind %q has no handler for %s", name, e.ref.Kind, msg.ProtoReflect().Descriptor().FullName())
+		return fmt.Errorf("actors: reminder %q: kind %q has no handler for %s", name, e.en.ref.Kind, msg.ProtoReflect().Descriptor().FullName())
 	}
 	if _, ok := e.runReminderSet().get(name); !ok && len(e.runReminderSet().list) >= MaxReminders {
-		return fmt.Errorf("actors: %s has %d reminders (MaxReminders)", e.ref, MaxReminders)
+		return fmt.Errorf("actors: %s has %d reminders (MaxReminders)", e.en.ref, MaxReminders)
 	}
 	payload := new(anypb.Any)
 	if err := anypb.MarshalFrom(payload, msg, deterministic); err != nil {
@@ -422,10 +422,10 @@ func (e *entity) loadReminders(rec *ordopb.EntityRecord, due int64) {
 func (e *entity) handleRemind(c *call) {
 	switch {
 	case timeNow().UnixNano() > c.deadline:
-		e.h.finish(c, errReply(c.env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was reminded", e.ref)))
+		e.h.finish(c, errReply(c.env, errf(ordopb.Code_CODE_DEADLINE, "deadline passed before %s was reminded", e.en.ref)))
 		return
 	case e.hookRan:
-		e.h.finish(c, errReply(c.env, errf(ordopb.Code_CODE_NOT_HERE, "entity %s is stopping", e.ref)))
+		e.h.finish(c, errReply(c.env, errf(ordopb.Code_CODE_NOT_HERE, "entity %s is stopping", e.en.ref)))
 		return
 	}
 	if !e.loaded {
@@ -465,7 +465,7 @@ func (e *entity) handleRemind(c *call) {
 		}
 		e.rm.fix = c.remind
 		if err := e.commit(0); err != nil {
-			e.h.log.Warn("removing a stale reminder index entry failed", "entity", e.ref, "err", err)
+			e.h.log.Warn("removing a stale reminder index entry failed", "entity", e.en.ref, "err", err)
 		}
 	}
 	e.hold(e.seq, c, &ordopb.Reply{RequestId: c.env.GetRequestId()}, nil)
@@ -481,14 +481,14 @@ func (e *entity) handleRemind(c *call) {
 func (e *entity) fire(r *reminder) {
 	f := &firing{name: r.name, due: r.due}
 	c := &call{
-		env:   &ordopb.Envelope{Target: e.ref.Proto(), RequestId: reminderRequestID(r.name, r.due), Payload: r.msg},
-		shard: e.shard,
+		env:   &ordopb.Envelope{Target: e.en.ref.Proto(), RequestId: reminderRequestID(r.name, r.due), Payload: r.msg},
+		shard: e.en.shard,
 		reply: func(rep *ordopb.Reply) {
 			if f.failed == nil && rep.GetError().GetCode() != ordopb.Code_CODE_HANDLER {
 				f.failed = rep.GetError()
 			}
 		},
-		caller:   Caller{Class: CallerEntity, Entity: e.ref},
+		caller:   Caller{Class: CallerEntity, Entity: e.en.ref},
 		deadline: timeNow().Add(e.h.cfg.DefaultDeadline).UnixNano(),
 		firing:   f,
 	}
@@ -498,13 +498,13 @@ func (e *entity) fire(r *reminder) {
 		return
 	}
 	if f.failed != nil {
-		e.h.log.Error("a reminder's firing failed; it is not retried", "entity", e.ref, "reminder", r.name,
+		e.h.log.Error("a reminder's firing failed; it is not retried", "entity", e.en.ref, "reminder", r.name,
 			"due", time.Unix(0, r.due), "err", ErrorFromProto(f.failed))
 	}
 	e.begin()
 	e.beginReminders(f)
 	if err := e.commit(0); err != nil {
-		e.h.log.Warn("advancing a fired reminder failed", "entity", e.ref, "reminder", r.name, "err", err)
+		e.h.log.Warn("advancing a fired reminder failed", "entity", e.en.ref, "reminder", r.name, "err", err)
 	}
 }
 

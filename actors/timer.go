@@ -77,14 +77,14 @@ func (e *entity) setTimer(d time.Duration, name string, msg proto.Message) error
 	case nilMessage(msg):
 		return fmt.Errorf("actors: timer %q: nil message", name)
 	case !e.handles(msg):
-		return fmt.Errorf("actors: timer %q: kind %q has no handler for %s", name, e.ref.Kind, msg.ProtoReflect().Descriptor().FullName())
+		return fmt.Errorf("actors: timer %q: kind %q has no handler for %s", name, e.en.ref.Kind, msg.ProtoReflect().Descriptor().FullName())
 	}
 	if e.tm == nil {
 		e.tm = &timerSet{}
 	}
 	if _, pending := e.tm.pending[name]; !pending && !e.tm.added[name] {
 		if len(e.tm.pending)+len(e.tm.added) >= MaxTimers {
-			return fmt.Errorf("actors: %s has %d timers pending (MaxTimers)", e.ref, MaxTimers)
+			return fmt.Errorf("actors: %s has %d timers pending (MaxTimers)", e.en.ref, MaxTimers)
 		}
 		if e.tm.added == nil {
 			e.tm.added = make(map[string]bool)
@@ -180,11 +180,11 @@ func (e *entity) handleTimer(m *timerFired) {
 	delete(e.tm.pending, m.name)
 	e.h.timers.Add(-1)
 	c := &call{
-		env:      &ordopb.Envelope{Target: e.ref.Proto(), RequestId: "ordo.timer/" + m.name + "/" + strconv.FormatUint(m.token, 10)},
+		env:      &ordopb.Envelope{Target: e.en.ref.Proto(), RequestId: "ordo.timer/" + m.name + "/" + strconv.FormatUint(m.token, 10)},
 		msg:      t.msg,
 		reply:    func(*ordopb.Reply) {},
-		shard:    e.shard,
-		caller:   Caller{Class: CallerEntity, Entity: e.ref},
+		shard:    e.en.shard,
+		caller:   Caller{Class: CallerEntity, Entity: e.en.ref},
 		deadline: timeNow().Add(e.h.cfg.DefaultDeadline).UnixNano(),
 		timer:    true,
 	}

@@ -67,8 +67,8 @@ func (e *entity) startSpan(env *ordopb.Envelope, msg protoreflect.FullName) {
 	}
 	parent := traceContext.Extract(e.h.ctx, propagation.MapCarrier(env.GetMetadata()))
 	_, e.span = t.Start(parent, "ordo.handle", trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attrKind.String(e.ref.Kind), attrID.String(e.ref.ID), attrMessage.String(string(msg)),
-			attrRequest.String(env.GetRequestId()), attrShard.Int64(int64(e.shard.id)), attrEpoch.Int64(e.epoch)))
+		trace.WithAttributes(attrKind.String(e.en.ref.Kind), attrID.String(e.en.ref.ID), attrMessage.String(string(msg)),
+			attrRequest.String(env.GetRequestId()), attrShard.Int64(int64(e.en.shard.id)), attrEpoch.Int64(e.epoch)))
 }
 
 // startContSpan starts the span of the continuation of out: a child of
@@ -79,8 +79,8 @@ func (e *entity) startContSpan(out *outMsg) {
 		return
 	}
 	parent := traceContext.Extract(e.h.ctx, propagation.MapCarrier(out.env.GetMetadata()))
-	_, e.span = t.Start(parent, "ordo.continue", trace.WithAttributes(attrKind.String(e.ref.Kind),
-		attrID.String(e.ref.ID), attrTarget.String(out.to.String()), attrRequest.String(out.env.GetRequestId())))
+	_, e.span = t.Start(parent, "ordo.continue", trace.WithAttributes(attrKind.String(e.en.ref.Kind),
+		attrID.String(e.en.ref.ID), attrTarget.String(out.to.String()), attrRequest.String(out.env.GetRequestId())))
 }
 
 // spanOutcome records how a handler ended on the entity's span: a panic

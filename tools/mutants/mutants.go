@@ -88,22 +88,22 @@ var mutants = []Mutant{
 		Name:  "actors/fence-before-load",
 		Guard: "S1: a new owner fences the shard before it reads any state",
 		File:  "actors/entity.go",
-		Orig: `	if err := e.h.ensureFenced(e.shard); err != nil {
+		Orig: `	if err := e.h.ensureFenced(e.en.shard); err != nil {
 		if errors.Is(err, persistence.ErrFenced) {
-			e.h.shardLost(e.shard, err)
-			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, err)
+			e.h.shardLost(e.en.shard, err)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.en.shard.id, err)
 		}
-		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.en.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
 `,
-		Repl: `	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.ref.Kind, e.ref.ID)
-	if ferr := e.h.ensureFenced(e.shard); ferr != nil {
+		Repl: `	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+	if ferr := e.h.ensureFenced(e.en.shard); ferr != nil {
 		if errors.Is(ferr, persistence.ErrFenced) {
-			e.h.shardLost(e.shard, ferr)
-			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, ferr)
+			e.h.shardLost(e.en.shard, ferr)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.en.shard.id, ferr)
 		}
-		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, ferr)
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.en.shard.id, ferr)
 	}
 `,
 		Pkgs: []string{"./actors"},
@@ -112,12 +112,12 @@ var mutants = []Mutant{
 		Name:  "actors/no-fence-at-activation",
 		Guard: "S1: an activation fences the shard itself when the background fence has not completed",
 		File:  "actors/entity.go",
-		Orig: `	if err := e.h.ensureFenced(e.shard); err != nil {
+		Orig: `	if err := e.h.ensureFenced(e.en.shard); err != nil {
 		if errors.Is(err, persistence.ErrFenced) {
-			e.h.shardLost(e.shard, err)
-			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.shard.id, err)
+			e.h.shardLost(e.en.shard, err)
+			return errf(ordopb.Code_CODE_FENCED, "shard %d: %v", e.en.shard.id, err)
 		}
-		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.shard.id, err)
+		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.en.shard.id, err)
 	}
 `,
 		Repl: ``,
@@ -205,7 +205,7 @@ var mutants = []Mutant{
 		Name:  "actors/replay-after-snapshot",
 		Guard: "activation applies the events after the snapshot",
 		File:  "actors/eventsourced.go",
-		Orig:  `	return e.h.replay(ctx, e.ref, from, stored, es.version, es.beh.applyStored)`,
+		Orig:  `	return e.h.replay(ctx, e.en.ref, from, stored, es.version, es.beh.applyStored)`,
 		Repl: `	_ = from
 	return nil`,
 		Pkgs: []string{"./actors"},

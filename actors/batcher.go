@@ -29,9 +29,16 @@ type write struct {
 	epoch int64
 	seq   uint64
 	state []byte
-	// recent are the entity's dedup entries, each encoded as an
-	// EntityRecord.recent field, oldest first.
-	recent [][]byte
+	// recent are the newest dedup entries of the entity, those its record
+	// holds itself, each encoded as an EntityRecord.recent field, oldest
+	// first; dedupGen and dedupLen are the record's dedup_generation and
+	// dedup_len, and cold, when not nil, is the whole window, the entries
+	// of the DedupRecord of dedupGen to write with it.
+	recent   [][]byte
+	dedupGen uint64
+	dedupLen int
+	cold     [][]byte
+	coldSize int // bytes of the entries of the dedup record the write carries (its own or one it covers)
 	// fences are the entity's sender fences, encoded as EntityRecord
 	// fields 5 and 6 (nil: none).
 	fences []byte
@@ -89,6 +96,10 @@ type pending struct {
 	deleteBefore uint64
 	// snapshot is the newest snapshot record data of the writes, if any.
 	snapshot []byte
+	// cold is the window of the newest of the writes that wrote a dedup
+	// record, if any (its generation is w's: a later write names the
+	// same one).
+	cold [][]byte
 	// next is the entity's pending saved after this one (nil: none).
 	next *pending
 }
@@ -102,7 +113,8 @@ const colocateLinger = 2 * time.Millisecond
 func (p *pending) record() persistence.Record {
 	w := &p.w
 	data, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, w.size+32),
-		&ordopb.EntityRecord{State: w.state, Epoch: w.epoch, Seq: w.seq})
+		&ordopb.EntityRecord{State: w.state, Epoch: w.epoch, Seq: w.seq,
+			DedupGeneration: w.dedupGen, DedupLen: uint32(w.dedupLen)})
 	if err != nil {
 		// Three scalar fields and bytes: failing here is a bug.
 		panic(fmt.Sprintf("actors: encoding record of %s: %v", w.ref, err))
@@ -117,10 +129,16 @@ func (p *pending) record() persistence.Record {
 		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore}
 }
 
-// records appends p's records to recs: the entity's, and its snapshot's
-// when p carries a new one (event-sourced kinds).
+// records appends p's records to recs: the entity's, its dedup record
+// when p carries a new generation, and its snapshot's when p carries a
+// new one (event-sourced kinds).
 func (p *pending) records(recs []persistence.Record) []persistence.Record {
 	recs = append(recs, p.record())
+	if p.cold != nil {
+		w := &p.w
+		recs = append(recs, persistence.Record{Kind: w.ref.Kind + DedupKindSuffix, ID: w.ref.ID,
+			Shard: w.shard, Epoch: w.epoch, Data: encodeDedupRecord(w.dedupGen, p.cold)})
+	}
 	if p.snapshot != nil {
 		w := &p.w
 		recs = append(recs, persistence.Record{Kind: w.ref.Kind + SnapshotKindSuffix, ID: w.ref.ID,
@@ -132,7 +150,7 @@ func (p *pending) records(recs []persistence.Record) []persistence.Record {
 // newPending returns the pending of w alone.
 func newPending(w write) *pending {
 	p := &pending{w: w, after: w.after, expect: w.expect, done: []func(error){w.done},
-		events: w.journal.events, deleteBefore: w.journal.deleteBefore, snapshot: w.journal.snapshot}
+		events: w.journal.events, deleteBefore: w.journal.deleteBefore, snapshot: w.journal.snapshot, cold: w.cold}
 	if w.expect > 0 {
 		p.linger = time.Now().Add(colocateLinger)
 	}
@@ -157,6 +175,10 @@ func (p *pending) add(w write, maxEvents int, apart bool) *pending {
 		return p.next
 	}
 	w.prevDue = p.w.prevDue // the replaced write is never sent
+	if w.cold == nil && p.cold != nil {
+		w.size += p.w.coldSize // the dedup record of a write it covers goes with it
+		w.coldSize = p.w.coldSize
+	}
 	p.w = w
 	p.after = append(p.after, w.after...)
 	p.expect += w.expect
@@ -168,6 +190,9 @@ func (p *pending) add(w write, maxEvents int, apart bool) *pending {
 	p.deleteBefore = max(p.deleteBefore, w.journal.deleteBefore)
 	if w.journal.snapshot != nil {
 		p.snapshot = w.journal.snapshot
+	}
+	if w.cold != nil {
+		p.cold = w.cold
 	}
 	return p
 }
@@ -662,8 +687,9 @@ func (q *queue) failQueued(match func(*pending) bool, err error) {
 // requeue puts back the writes of a group the store refused as too large,
 // each to go in a group of at most limit records of its shard. A newer
 // queued write of the same entity takes the place of one (it covers it),
-// unless either has events or waits for a co-located write: then the
-// newer one is saved after it; one a cancel waits for is withdrawn.
+// unless the older carries events, a snapshot or a dedup record, or either
+// waits for a co-located write: then the newer one is saved after it; one
+// a cancel waits for is withdrawn.
 func (q *queue) requeue(ps []*pending, limit int) {
 	var front []Ref
 	for _, p := range ps {
@@ -681,7 +707,7 @@ func (q *queue) requeue(ps []*pending, limit int) {
 		// The newer queued write takes p's place, unless either waits for
 		// a co-located write: the writes that waited for p (in flight)
 		// would then wait for o, which may wait for them (see waitsFor).
-		if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil &&
+		if queued && len(p.events) == 0 && p.deleteBefore == 0 && p.snapshot == nil && p.cold == nil &&
 			len(p.after) == 0 && len(o.after) == 0 {
 			o.done = append(p.done, o.done...)
 			o.w.prevDue = p.w.prevDue // p was never written

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -149,4 +150,144 @@ func TestHostStatsCountDedupEntries(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 6, v.Value, "the retry's stored reply")
 	entries(4)
+}
+
+// storedDedup returns the dedup record of a counter (nil: none).
+func storedDedup(t *testing.T, h *harness, id string) *ordopb.DedupRecord {
+	t.Helper()
+	rec, err := h.store.Load(context.Background(), "counter"+actors.DedupKindSuffix, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	var d ordopb.DedupRecord
+	require.NoError(t, proto.Unmarshal(rec.Data, &d))
+	return &d
+}
+
+// reown drops every shard of h and owns it again under epoch: every
+// entity loads from the store at its next call.
+func reown(t *testing.T, h *harness, epoch int64) {
+	t.Helper()
+	for s := range h.cfg.Shards {
+		h.host.Drop(uint32(s), errors.New("test: reload"))
+		require.NoError(t, h.host.Own(uint32(s), epoch))
+	}
+}
+
+// A busy entity's record holds only its newest replies; the older ones of
+// its dedup window are in its dedup record, rewritten with the whole
+// window once the record's own part is full. After a reload every request
+// of the window is still recognised, and nothing is applied twice.
+func TestDedupWindowSpansTwoRecords(t *testing.T) {
+	h := newHarness(t, func(c *actors.HostConfig, d *actors.HostDeps) { c.DedupWindow = 40 })
+	ctx := testCtx(t)
+	const n = 70
+	for i := range n {
+		_, err := h.add(ctx, "busy", 1, actors.WithRequestID(fmt.Sprintf("busy-%d", i)))
+		require.NoError(t, err)
+	}
+	er := storedRecord(t, h, "busy")
+	d := storedDedup(t, h, "busy")
+	require.NotNil(t, d)
+	// Writes 16, 32, 48 and 64 wrote the dedup record: the window then,
+	// of 40 entries from busy-24 to busy-63; the record holds busy-64 on.
+	require.EqualValues(t, 4, d.Generation)
+	require.Equal(t, d.Generation, er.DedupGeneration)
+	require.Len(t, d.Recent, 40)
+	require.Equal(t, "busy-24", d.Recent[0].RequestId)
+	require.Len(t, er.Recent, n-64)
+	require.Equal(t, "busy-64", er.Recent[0].RequestId)
+	require.EqualValues(t, 40, er.DedupLen)
+	rec, err := h.host.LoadRecord(ctx, ref("busy"))
+	require.NoError(t, err)
+	require.Equal(t, 40, rec.Recent)
+
+	reown(t, h, 2)
+	adds := h.n.adds.Load()
+	for i := n - 40; i < n; i++ {
+		v, err := h.add(ctx, "busy", 1, actors.WithRequestID(fmt.Sprintf("busy-%d", i)))
+		require.NoError(t, err)
+		require.EqualValues(t, i+1, v.Value, "the reply to busy-%d as it was", i)
+	}
+	require.Equal(t, adds, h.n.adds.Load(), "a retry within the window ran the handler")
+	// The one before the window is applied again (the window is 40).
+	v, err := h.add(ctx, "busy", 1, actors.WithRequestID(fmt.Sprintf("busy-%d", n-41)))
+	require.NoError(t, err)
+	require.EqualValues(t, n+1, v.Value)
+}
+
+// A record whose dedup record is missing or of another generation does
+// not load: its retries cannot be told apart from new requests.
+func TestDedupRecordOfAnotherGenerationIsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	for i := range 20 {
+		_, err := h.add(ctx, "torn", 1, actors.WithRequestID(fmt.Sprintf("torn-%d", i)))
+		require.NoError(t, err)
+	}
+	d := storedDedup(t, h, "torn")
+	require.NotNil(t, d)
+	r := ref("torn")
+	shard := actors.ShardOf(r, h.cfg.Shards)
+	d.Generation++
+	data, err := proto.Marshal(d)
+	require.NoError(t, err)
+	out, err := h.store.Save(ctx, []persistence.Record{{Kind: "counter" + actors.DedupKindSuffix, ID: r.ID,
+		Shard: shard, Epoch: 1, Data: data}})
+	require.NoError(t, err)
+	require.NoError(t, out[shard])
+
+	reown(t, h, 2)
+	_, err = h.add(ctx, "torn", 1, actors.WithRequestID("torn-0"))
+	require.ErrorIs(t, err, actors.ErrInternal)
+	require.ErrorContains(t, err, "generation")
+}
+
+// A record written with the whole window in it (before dedup records) is
+// read as it is, and its next write that fills the record's part moves
+// the window to a dedup record.
+func TestDedupWindowOfOlderRecords(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	r := ref("older")
+	shard := actors.ShardOf(r, h.cfg.Shards)
+	var recent []*ordopb.DedupEntry
+	for i := range 30 {
+		reply, err := anypb.New(&testpb.Value{Value: int64(i + 1)})
+		require.NoError(t, err)
+		payload, err := anypb.New(&testpb.Add{Delta: 1})
+		require.NoError(t, err)
+		hash := fnv.New64a()
+		hash.Write([]byte(payload.TypeUrl))
+		hash.Write([]byte{0})
+		hash.Write(payload.Value)
+		id := fmt.Sprintf("older-%d", i)
+		recent = append(recent, &ordopb.DedupEntry{RequestId: id, Reply: &ordopb.Reply{RequestId: id, Payload: reply}, PayloadHash: hash.Sum64()})
+	}
+	state, err := proto.Marshal(&testpb.Counter{Value: 30})
+	require.NoError(t, err)
+	data, err := proto.Marshal(&ordopb.EntityRecord{State: state, Epoch: 1, Seq: 30, Recent: recent})
+	require.NoError(t, err)
+	require.NoError(t, h.store.Fence(ctx, shard, 1))
+	out, err := h.store.Save(ctx, []persistence.Record{{Kind: r.Kind, ID: r.ID, Shard: shard, Epoch: 1, Data: data}})
+	require.NoError(t, err)
+	require.NoError(t, out[shard])
+
+	v, err := h.add(ctx, "older", 1, actors.WithRequestID("older-7"))
+	require.NoError(t, err)
+	require.EqualValues(t, 8, v.Value, "the stored reply")
+	_, err = h.add(ctx, "older", 1, actors.WithRequestID("newer-0"))
+	require.NoError(t, err)
+	require.Zero(t, h.n.adds.Load()-1, "only the new request ran")
+	d := storedDedup(t, h, "older")
+	require.NotNil(t, d, "the first write moved the 31 replies to a dedup record")
+	require.Len(t, d.Recent, 31)
+	require.Empty(t, storedRecord(t, h, "older").Recent)
+
+	reown(t, h, 2)
+	v, err = h.add(ctx, "older", 1, actors.WithRequestID("older-0"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, v.Value)
+	require.EqualValues(t, 1, h.n.adds.Load())
 }

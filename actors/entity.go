@@ -81,7 +81,13 @@ type entity struct {
 	// in every idle entity, below that). Entries are decoded on a hit
 	// only: an idle entity keeps its window as bytes.
 	recentIdx map[string][]byte
-	after     []writeDep
+	// tail is how many of the window's newest entries the entity's record
+	// holds itself; the others are in its dedup record of generation
+	// coldGen (0: none), rewritten, with the whole window, once the tail
+	// reaches dedupTail (see persist).
+	tail    int
+	coldGen uint64
+	after   []writeDep
 	// fences are the highest epochs accepted from other shards' entities
 	// (see fence.go), nil when none.
 	fences *senderFences
@@ -753,6 +759,7 @@ func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
 	e.recentEnc = append(e.recentEnc, enc)
 	e.recentIDs = append(e.recentIDs, id)
 	e.recentSize += len(enc)
+	e.tail++
 	if e.recentIdx != nil {
 		e.recentIdx[id] = enc
 	} else if len(e.recentIDs) > indexFrom {
@@ -796,6 +803,7 @@ func (e *entity) fit(stateLen, added int) (int, bool) {
 	// share the old slice. Copy once the dropped prefix is as long as the
 	// window, so the backing array stays bounded.
 	e.recentEnc, e.recentIDs = e.recentEnc[over:], e.recentIDs[over:]
+	e.tail = min(e.tail, len(e.recentEnc))
 	if cap(e.recentEnc) > 2*e.h.cfg.DedupWindow+16 && len(e.recentEnc) == cap(e.recentEnc) {
 		e.recentEnc = append(make([][]byte, 0, 2*e.h.cfg.DedupWindow), e.recentEnc...)
 		e.recentIDs = append(make([]string, 0, 2*e.h.cfg.DedupWindow), e.recentIDs...)
@@ -816,6 +824,7 @@ func (e *entity) unremember(added int) {
 		e.recentEnc[i], e.recentIDs[i] = nil, ""
 	}
 	e.recentEnc, e.recentIDs = e.recentEnc[:n], e.recentIDs[:n]
+	e.tail = max(e.tail-added, 0)
 	e.dirty = false // a run starts with the window written (persist or restart cleared it)
 }
 
@@ -830,6 +839,70 @@ func decodeRecent(enc []byte) *ordopb.DedupEntry {
 	}
 	expandRecent(d)
 	return d
+}
+
+// dedupTail is how many replies an entity's record holds itself before
+// they go, with the rest of its dedup window, to its dedup record: a
+// write rewrites about dedupTail/2 replies and, every dedupTail writes,
+// the window (for a window of W replies, dedupTail near sqrt(2W) writes
+// the fewest bytes; W is 128 by default).
+const dedupTail = 16
+
+// DedupKindSuffix makes the kind of the records that hold the older
+// replies of an entity's dedup window: "<kind>" + DedupKindSuffix, with
+// the entity's ID. No kind's name holds a "/". An entity of a kind whose
+// name is too long for it (over persistence.MaxKindLen with the suffix)
+// keeps its whole window in its record.
+const DedupKindSuffix = "/dedup"
+
+// encodeDedupRecord encodes a DedupRecord of generation gen holding the
+// encoded entries.
+func encodeDedupRecord(gen uint64, entries [][]byte) []byte {
+	size := protowire.SizeVarint(gen) + 1
+	for _, enc := range entries {
+		size += len(enc)
+	}
+	b := make([]byte, 0, size)
+	b = protowire.AppendTag(b, 1, protowire.VarintType)
+	b = protowire.AppendVarint(b, gen)
+	for _, enc := range entries {
+		b = append(b, enc...)
+	}
+	return b
+}
+
+// loadWindow returns the entity's dedup window as its record stored,
+// reading its dedup record when the record has one (dedup_generation),
+// and sets the entity's tail and coldGen to match.
+func (e *entity) loadWindow(stored *ordopb.EntityRecord) ([]*ordopb.DedupEntry, error) {
+	recent := stored.GetRecent()
+	gen := stored.GetDedupGeneration()
+	e.tail, e.coldGen = len(recent), gen
+	if gen == 0 {
+		return recent, nil
+	}
+	ref := e.en.ref
+	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), ref.Kind+DedupKindSuffix, ref.ID)
+	if err != nil {
+		if errors.Is(err, persistence.ErrNotFound) {
+			return nil, errf(ordopb.Code_CODE_INTERNAL, "the record of %s names dedup record generation %d, which is missing", ref, gen)
+		}
+		return nil, errf(ordopb.Code_CODE_UNAVAILABLE, "loading the dedup record of %s: %v", ref, err)
+	}
+	var cold ordopb.DedupRecord
+	if err := proto.Unmarshal(rec.Data, &cold); err != nil {
+		return nil, errf(ordopb.Code_CODE_INTERNAL, "decoding the dedup record of %s: %v", ref, err)
+	}
+	if cold.GetGeneration() != gen {
+		return nil, errf(ordopb.Code_CODE_INTERNAL, "the dedup record of %s has generation %d, its record names %d",
+			ref, cold.GetGeneration(), gen)
+	}
+	all := append(cold.GetRecent(), recent...)
+	if n := int(stored.GetDedupLen()); n < len(all) {
+		all = all[len(all)-n:] // dropped since the dedup record was written
+	}
+	e.tail = min(e.tail, len(all))
+	return all, nil
 }
 
 // anyPrefix is the type URL prefix every payload this runtime makes
@@ -900,6 +973,20 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 	e.lastState = state
 	e.dirty = false
 	n := len(e.recentEnc)
+	var cold [][]byte
+	coldSize := 0
+	if e.tail >= dedupTail && len(e.en.ref.Kind)+len(DedupKindSuffix) <= persistence.MaxKindLen {
+		// The record's own replies are many: the whole window goes to a
+		// new generation of the dedup record, written with this record.
+		e.coldGen++
+		e.tail = 0
+		cold, coldSize = e.recentEnc[:n:n], e.recentSize
+	}
+	tail := e.recentEnc[n-e.tail : n : n]
+	tailSize := 0
+	for _, b := range tail {
+		tailSize += len(b)
+	}
 	expect := 0
 	for _, out := range e.outbox {
 		if out.msg != nil {
@@ -911,12 +998,16 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 	e.h.batcher.submit(write{
 		ref: e.en.ref, en: e.en, shard: e.en.shard.id, epoch: e.epoch, seq: seq,
 		state:     state,
-		recent:    e.recentEnc[:n:n],
+		recent:    tail,
+		dedupGen:  e.coldGen,
+		dedupLen:  n,
+		cold:      cold,
+		coldSize:  coldSize,
 		fences:    e.fences.encoded(),
 		reminders: rem.enc,
 		due:       due,
 		prevDue:   prevDue,
-		size:      len(state) + e.recentSize + len(e.fences.encoded()) + len(rem.enc) + jw.bytes,
+		size:      len(state) + tailSize + coldSize + len(e.fences.encoded()) + len(rem.enc) + jw.bytes,
 		after:     e.after,
 		expect:    expect,
 		span:      e.span,
@@ -1055,6 +1146,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.dropOuts()
 	e.loaded = false
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
+	e.tail, e.coldGen = 0, 0
 	e.fences = nil
 	e.rm = nil
 	e.dirty, e.after = false, nil
@@ -1099,7 +1191,10 @@ func (e *entity) activate() error {
 	e.loadReminders(&stored, rec.Due)
 	e.seq, e.durable = stored.GetSeq(), stored.GetSeq()
 	e.en.advanceDurable(e.seq)
-	recent := stored.GetRecent()
+	recent, err := e.loadWindow(&stored)
+	if err != nil {
+		return err
+	}
 	e.recentEnc = make([][]byte, len(recent))
 	e.recentIDs = make([]string, len(recent))
 	e.recentIdx = nil

@@ -441,7 +441,9 @@ func TestGroupCommitCoalescesOneEntity(t *testing.T) {
 	}
 	st := h.host.Stats().Batch
 	require.LessOrEqual(t, st.Saves, uint64(2))
-	require.LessOrEqual(t, st.Records, uint64(2))
+	// The first write's record, then one record and one dedup record (the
+	// writes filled the record's part of the dedup window) for the rest.
+	require.LessOrEqual(t, st.Records, uint64(1+2))
 	v, _ := h.stored("hot")
 	require.EqualValues(t, n, v)
 }

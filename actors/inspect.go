@@ -155,6 +155,9 @@ func (h *Host) LoadRecord(ctx context.Context, ref Ref) (Record, error) {
 	out.Seq = stored.GetSeq()
 	out.Size, out.StateSize = len(rec.Data), proto.Size(state)
 	out.Recent = len(stored.GetRecent())
+	if stored.GetDedupGeneration() != 0 {
+		out.Recent = int(stored.GetDedupLen()) // the older ones are in its dedup record
+	}
 	out.State = state
 	return out, nil
 }

@@ -531,6 +531,62 @@ func (x *DedupEntry) GetPayloadHash() uint64 {
 	return 0
 }
 
+// DedupRecord holds the older replies of an entity's dedup window
+// (EntityRecord.dedup_generation), oldest first.
+type DedupRecord struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Field 4, as EntityRecord.recent: an entry is encoded once and copied
+	// into either.
+	Recent        []*DedupEntry `protobuf:"bytes,4,rep,name=recent,proto3" json:"recent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DedupRecord) Reset() {
+	*x = DedupRecord{}
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DedupRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DedupRecord) ProtoMessage() {}
+
+func (x *DedupRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
+func (*DedupRecord) Descriptor() ([]byte, []int) {
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DedupRecord) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DedupRecord) GetRecent() []*DedupEntry {
+	if x != nil {
+		return x.Recent
+	}
+	return nil
+}
+
 // EntityRecord is what storage keeps for one entity: its state and the
 // replies of its recent requests, written together in one record.
 type EntityRecord struct {
@@ -552,6 +608,15 @@ type EntityRecord struct {
 	// The entity's durable reminders (Context.SetReminder), by name
 	// ascending, at most one per name.
 	Reminders []*Reminder `protobuf:"bytes,7,rep,name=reminders,proto3" json:"reminders,omitempty"`
+	// When not 0, the older replies of the entity's dedup window are in a
+	// record of their own (a DedupRecord of this generation, of kind
+	// "<kind>/dedup" and the same ID), and recent holds only the newer ones:
+	// a write then rewrites a few replies, not the whole window. The window
+	// is the DedupRecord's replies followed by recent, of which the last
+	// dedup_len are kept (older ones were dropped since the DedupRecord was
+	// written).
+	DedupGeneration uint64 `protobuf:"varint,8,opt,name=dedup_generation,json=dedupGeneration,proto3" json:"dedup_generation,omitempty"`
+	DedupLen        uint32 `protobuf:"varint,9,opt,name=dedup_len,json=dedupLen,proto3" json:"dedup_len,omitempty"`
 	// The last event the snapshot covers (0: none; the snapshot is the empty
 	// state, or, in a record a state-based kind wrote, its state field).
 	SnapshotSeq uint64 `protobuf:"varint,16,opt,name=snapshot_seq,json=snapshotSeq,proto3" json:"snapshot_seq,omitempty"`
@@ -567,7 +632,7 @@ type EntityRecord struct {
 
 func (x *EntityRecord) Reset() {
 	*x = EntityRecord{}
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[6]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +644,7 @@ func (x *EntityRecord) String() string {
 func (*EntityRecord) ProtoMessage() {}
 
 func (x *EntityRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[6]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +657,7 @@ func (x *EntityRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityRecord.ProtoReflect.Descriptor instead.
 func (*EntityRecord) Descriptor() ([]byte, []int) {
-	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{6}
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EntityRecord) GetState() []byte {
@@ -644,6 +709,20 @@ func (x *EntityRecord) GetReminders() []*Reminder {
 	return nil
 }
 
+func (x *EntityRecord) GetDedupGeneration() uint64 {
+	if x != nil {
+		return x.DedupGeneration
+	}
+	return 0
+}
+
+func (x *EntityRecord) GetDedupLen() uint32 {
+	if x != nil {
+		return x.DedupLen
+	}
+	return 0
+}
+
 func (x *EntityRecord) GetSnapshotSeq() uint64 {
 	if x != nil {
 		return x.SnapshotSeq
@@ -683,7 +762,7 @@ type Reminder struct {
 
 func (x *Reminder) Reset() {
 	*x = Reminder{}
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[7]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +774,7 @@ func (x *Reminder) String() string {
 func (*Reminder) ProtoMessage() {}
 
 func (x *Reminder) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_ordopb_ordo_proto_msgTypes[7]
+	mi := &file_proto_ordopb_ordo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +787,7 @@ func (x *Reminder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reminder.ProtoReflect.Descriptor instead.
 func (*Reminder) Descriptor() ([]byte, []int) {
-	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{7}
+	return file_proto_ordopb_ordo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Reminder) GetName() string {
@@ -777,7 +856,12 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
 	"\x05reply\x18\x02 \x01(\v2\x0e.ordo.v1.ReplyR\x05reply\x12!\n" +
-	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"\xe1\x02\n" +
+	"\fpayload_hash\x18\x03 \x01(\x06R\vpayloadHash\"Z\n" +
+	"\vDedupRecord\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12+\n" +
+	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent\"\xa9\x03\n" +
 	"\fEntityRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
@@ -785,7 +869,9 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x06recent\x18\x04 \x03(\v2\x13.ordo.v1.DedupEntryR\x06recent\x12#\n" +
 	"\rsender_shards\x18\x05 \x03(\rR\fsenderShards\x12#\n" +
 	"\rsender_epochs\x18\x06 \x03(\x03R\fsenderEpochs\x12/\n" +
-	"\treminders\x18\a \x03(\v2\x11.ordo.v1.ReminderR\treminders\x12!\n" +
+	"\treminders\x18\a \x03(\v2\x11.ordo.v1.ReminderR\treminders\x12)\n" +
+	"\x10dedup_generation\x18\b \x01(\x04R\x0fdedupGeneration\x12\x1b\n" +
+	"\tdedup_len\x18\t \x01(\rR\bdedupLen\x12!\n" +
 	"\fsnapshot_seq\x18\x10 \x01(\x04R\vsnapshotSeq\x12\x1d\n" +
 	"\n" +
 	"last_event\x18\x11 \x01(\x04R\tlastEvent\x12)\n" +
@@ -822,7 +908,7 @@ func file_proto_ordopb_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_ordopb_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proto_ordopb_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(Code)(0),            // 0: ordo.v1.Code
 	(*EntityRef)(nil),    // 1: ordo.v1.EntityRef
@@ -831,29 +917,31 @@ var file_proto_ordopb_ordo_proto_goTypes = []any{
 	(*Error)(nil),        // 4: ordo.v1.Error
 	(*Reply)(nil),        // 5: ordo.v1.Reply
 	(*DedupEntry)(nil),   // 6: ordo.v1.DedupEntry
-	(*EntityRecord)(nil), // 7: ordo.v1.EntityRecord
-	(*Reminder)(nil),     // 8: ordo.v1.Reminder
-	nil,                  // 9: ordo.v1.Envelope.MetadataEntry
-	(*anypb.Any)(nil),    // 10: google.protobuf.Any
+	(*DedupRecord)(nil),  // 7: ordo.v1.DedupRecord
+	(*EntityRecord)(nil), // 8: ordo.v1.EntityRecord
+	(*Reminder)(nil),     // 9: ordo.v1.Reminder
+	nil,                  // 10: ordo.v1.Envelope.MetadataEntry
+	(*anypb.Any)(nil),    // 11: google.protobuf.Any
 }
 var file_proto_ordopb_ordo_proto_depIdxs = []int32{
 	1,  // 0: ordo.v1.Envelope.target:type_name -> ordo.v1.EntityRef
-	10, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
-	9,  // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
+	11, // 1: ordo.v1.Envelope.payload:type_name -> google.protobuf.Any
+	10, // 2: ordo.v1.Envelope.metadata:type_name -> ordo.v1.Envelope.MetadataEntry
 	1,  // 3: ordo.v1.Envelope.sender:type_name -> ordo.v1.EntityRef
 	3,  // 4: ordo.v1.Envelope.sender_fence:type_name -> ordo.v1.SenderFence
 	0,  // 5: ordo.v1.Error.code:type_name -> ordo.v1.Code
-	10, // 6: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
+	11, // 6: ordo.v1.Reply.payload:type_name -> google.protobuf.Any
 	4,  // 7: ordo.v1.Reply.error:type_name -> ordo.v1.Error
 	5,  // 8: ordo.v1.DedupEntry.reply:type_name -> ordo.v1.Reply
-	6,  // 9: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
-	8,  // 10: ordo.v1.EntityRecord.reminders:type_name -> ordo.v1.Reminder
-	10, // 11: ordo.v1.Reminder.message:type_name -> google.protobuf.Any
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 9: ordo.v1.DedupRecord.recent:type_name -> ordo.v1.DedupEntry
+	6,  // 10: ordo.v1.EntityRecord.recent:type_name -> ordo.v1.DedupEntry
+	9,  // 11: ordo.v1.EntityRecord.reminders:type_name -> ordo.v1.Reminder
+	11, // 12: ordo.v1.Reminder.message:type_name -> google.protobuf.Any
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_proto_ordopb_ordo_proto_init() }
@@ -867,7 +955,7 @@ func file_proto_ordopb_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_ordopb_ordo_proto_rawDesc), len(file_proto_ordopb_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -77,6 +77,22 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/dedup-window-from-both-records",
+		Guard: "S3: a retry is recognised after a reload when its reply is in the entity's dedup record",
+		File:  "actors/entity.go",
+		Orig:  `	all := append(cold.GetRecent(), recent...)`,
+		Repl:  `	all := recent`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/dedup-generation-check",
+		Guard: "S3: a dedup record of another generation than the record names is refused",
+		File:  "actors/entity.go",
+		Orig:  `	if cold.GetGeneration() != gen {`,
+		Repl:  `	if false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/lease-check",
 		Guard: "S2: no reply that reveals state leaves while the lease is not valid",
 		File:  "actors/host.go",

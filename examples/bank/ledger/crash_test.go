@@ -81,15 +81,15 @@ func TestTransferSurvivesACrashAtEveryStep(t *testing.T) {
 
 func crashAt(t *testing.T, at int64, f fault) {
 	st := &crashStore{Store: memory.New(), at: at, fault: f}
-	h, reown := reowningHost(t, st, nil)
+	h, reown, gate := reowningHost(t, st, nil)
 	var crashed atomic.Bool
 	st.crash = func() {
 		crashed.Store(true)
-		h.Pause() // nothing runs after this acknowledgement until the crash
+		gate.pause() // nothing runs after this acknowledgement until the crash
 		go func() {
 			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
 			reown() // the node is back, under new epochs
-			h.Resume()
+			gate.resume()
 		}()
 	}
 	inv := retrying{h: h, reown: reown}
@@ -147,7 +147,7 @@ func crashAt(t *testing.T, at int64, f fault) {
 // reowningHost starts a host with the ledger's kinds over st, owning every
 // shard; reown owns again, under new epochs, the shards it gave up (as
 // placement would), and runs by itself when a lost write drops a shard.
-func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func()) {
+func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func(), *pauser) {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
@@ -168,7 +168,8 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 			}
 		}
 	}
-	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }},
+	p := &pauser{}
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }, Faults: p},
 		ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
@@ -181,7 +182,39 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 		require.NoError(t, h.Shutdown(ctx))
 		st.Close()
 	})
-	return h, reown
+	return h, reown, p
+}
+
+// pauser is the host's fault seam (actors.Faults): it holds the entities
+// between pause and resume, as a stopped process would.
+type pauser struct {
+	mu     sync.Mutex
+	paused chan struct{} // non-nil while paused; closed by resume
+}
+
+var _ actors.Faults = (*pauser)(nil)
+
+func (p *pauser) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused == nil {
+		p.paused = make(chan struct{})
+	}
+}
+
+func (p *pauser) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused != nil {
+		close(p.paused)
+		p.paused = nil
+	}
+}
+
+func (p *pauser) Paused() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
 }
 
 // retrying is a client: it retries retryable answers with the same
@@ -232,7 +265,7 @@ func storedAccount(t *testing.T, h *actors.Host, id string) *bankpb.Account {
 // a transfer that moved money.
 func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 	st := &crashStore{Store: memory.New(), at: 2, fault: loseWrite}
-	h, reown := reowningHost(t, st, func(c *actors.HostConfig) { c.DedupWindow = 2 })
+	h, reown, _ := reowningHost(t, st, func(c *actors.HostConfig) { c.DedupWindow = 2 })
 	inv := retrying{h: h, reown: reown}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -280,14 +313,14 @@ func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 // accounts' settle reminders activate it, and it tells them to forget it.
 func TestLostForgetIsSettled(t *testing.T) {
 	st := &outcomeCrashStore{Store: memory.New()}
-	h, reown := reowningHost(t, st, nil)
+	h, reown, gate := reowningHost(t, st, nil)
 	crashed := make(chan struct{})
 	st.crash = func() {
-		h.Pause() // nothing runs after this acknowledgement until the crash
+		gate.pause() // nothing runs after this acknowledgement until the crash
 		go func() {
 			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
 			reown() // the node is back, under new epochs
-			h.Resume()
+			gate.resume()
 			close(crashed)
 		}()
 	}

@@ -286,12 +286,6 @@ func (n *Node) AdminAddr() string {
 // Owned returns the shards the node holds and their epochs.
 func (n *Node) Owned() map[uint32]int64 { return n.place.Owned() }
 
-// Host returns the node's entity host (for stats and tests).
-func (n *Node) Host() *actors.Host { return n.host }
-
-// Placement returns the node's placement member.
-func (n *Node) Placement() *placement.Agent { return n.place }
-
 // Invoke implements actors.Invoker: it routes env to the owner of its
 // entity, retrying until ctx ends.
 func (n *Node) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply, error) {

@@ -15,11 +15,12 @@ import (
 type Faults struct {
 	partition *partition // the cluster's gossip partition (Cluster.Isolate)
 
-	mu         sync.Mutex
-	entities   chan struct{} // non-nil while the entities are paused; closed when they resume
-	keepalives chan struct{} // non-nil while keepalives are suspended; closed when they resume
-	crashed    chan struct{} // made on first use; closed by Kill
-	killed     bool
+	entities   hold // the entities are paused
+	keepalives hold // keepalives are suspended
+
+	mu      sync.Mutex
+	crashed chan struct{} // made on first use; closed by Kill
+	killed  bool
 }
 
 var _ cluster.Faults = (*Faults)(nil)
@@ -31,39 +32,21 @@ func newFaults(p *partition) *Faults { return &Faults{partition: p} }
 // keepalives stop, it opens no new session, and its reaction to losing
 // the lease waits. Pausing a paused node does nothing.
 func (f *Faults) Pause() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.entities == nil {
-		f.entities = make(chan struct{})
-	}
-	if f.keepalives == nil {
-		f.keepalives = make(chan struct{})
-	}
+	f.entities.hold()
+	f.keepalives.hold()
 }
 
 // ResumeEntities lets the paused node's entities run again while the rest
 // of it stays paused: what they write under an epoch that expired
 // meanwhile reaches the store, and is fenced, before placement notices
 // the lost lease.
-func (f *Faults) ResumeEntities() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.entities != nil {
-		close(f.entities)
-		f.entities = nil
-	}
-}
+func (f *Faults) ResumeEntities() { f.entities.release() }
 
 // Resume ends a Pause: the entities run first (as ResumeEntities), then
 // placement.
 func (f *Faults) Resume() {
-	f.ResumeEntities()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.keepalives != nil {
-		close(f.keepalives)
-		f.keepalives = nil
-	}
+	f.entities.release()
+	f.keepalives.release()
 }
 
 // Kill crashes the node: it stops as a killed process would (see
@@ -79,18 +62,10 @@ func (f *Faults) Kill() {
 }
 
 // Paused implements cluster.Faults.
-func (f *Faults) Paused() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.entities
-}
+func (f *Faults) Paused() <-chan struct{} { return f.entities.held() }
 
 // KeepalivesSuspended implements cluster.Faults.
-func (f *Faults) KeepalivesSuspended() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.keepalives
-}
+func (f *Faults) KeepalivesSuspended() <-chan struct{} { return f.keepalives.held() }
 
 // Crashed implements cluster.Faults.
 func (f *Faults) Crashed() <-chan struct{} {
@@ -110,6 +85,37 @@ func (f *Faults) crashedLocked() chan struct{} {
 // Cut implements cluster.Faults: gossip is cut between the nodes
 // Cluster.Isolate isolated and the others.
 func (f *Faults) Cut(from, to string) bool { return f.partition != nil && f.partition.cut(from, to) }
+
+// hold is one part of a node held still: while held, a channel that
+// release closes.
+type hold struct {
+	mu sync.Mutex
+	ch chan struct{} // nil while not held
+}
+
+func (h *hold) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ch == nil {
+		h.ch = make(chan struct{})
+	}
+}
+
+func (h *hold) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ch != nil {
+		close(h.ch)
+		h.ch = nil
+	}
+}
+
+// held returns nil while not held, else a channel closed on release.
+func (h *hold) held() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ch
+}
 
 // partition is the gossip partition of a cluster's nodes.
 type partition struct {

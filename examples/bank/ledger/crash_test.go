@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
@@ -85,11 +86,11 @@ func crashAt(t *testing.T, at int64, f fault) {
 	var crashed atomic.Bool
 	st.crash = func() {
 		crashed.Store(true)
-		gate.pause() // nothing runs after this acknowledgement until the crash
+		gate.Pause() // nothing runs after this acknowledgement until the crash
 		go func() {
 			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
 			reown() // the node is back, under new epochs
-			gate.resume()
+			gate.Resume()
 		}()
 	}
 	inv := retrying{h: h, reown: reown}
@@ -147,7 +148,7 @@ func crashAt(t *testing.T, at int64, f fault) {
 // reowningHost starts a host with the ledger's kinds over st, owning every
 // shard; reown owns again, under new epochs, the shards it gave up (as
 // placement would), and runs by itself when a lost write drops a shard.
-func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func(), *pauser) {
+func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func(), *clustertest.Faults) {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
@@ -168,8 +169,8 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 			}
 		}
 	}
-	p := &pauser{}
-	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }, Faults: p},
+	f := &clustertest.Faults{} // the host's fault seam: only its Pause of the entities matters here
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }, Faults: f},
 		ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
@@ -182,39 +183,7 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 		require.NoError(t, h.Shutdown(ctx))
 		st.Close()
 	})
-	return h, reown, p
-}
-
-// pauser is the host's fault seam (actors.Faults): it holds the entities
-// between pause and resume, as a stopped process would.
-type pauser struct {
-	mu     sync.Mutex
-	paused chan struct{} // non-nil while paused; closed by resume
-}
-
-var _ actors.Faults = (*pauser)(nil)
-
-func (p *pauser) pause() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.paused == nil {
-		p.paused = make(chan struct{})
-	}
-}
-
-func (p *pauser) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.paused != nil {
-		close(p.paused)
-		p.paused = nil
-	}
-}
-
-func (p *pauser) Paused() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.paused
+	return h, reown, f
 }
 
 // retrying is a client: it retries retryable answers with the same
@@ -316,11 +285,11 @@ func TestLostForgetIsSettled(t *testing.T) {
 	h, reown, gate := reowningHost(t, st, nil)
 	crashed := make(chan struct{})
 	st.crash = func() {
-		gate.pause() // nothing runs after this acknowledgement until the crash
+		gate.Pause() // nothing runs after this acknowledgement until the crash
 		go func() {
 			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
 			reown() // the node is back, under new epochs
-			gate.resume()
+			gate.Resume()
 			close(crashed)
 		}()
 	}

@@ -105,8 +105,8 @@ func (n *Node) watchCrash(ctx context.Context, crashed <-chan struct{}) {
 }
 
 // crash stops the node as a killed process would (see Faults): no drain,
-// no lease revocation, no gossip leave. ctx bounds nothing that waits
-// for the network.
+// no lease revocation, no gossip leave. ctx goes to placement's Shutdown,
+// which after a crash sends nothing to etcd.
 func (n *Node) crash(ctx context.Context) {
 	n.stopOnce.Do(func() {
 		n.leaving.Store(true)

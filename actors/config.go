@@ -203,6 +203,22 @@ type HostDeps struct {
 	// OnBatch, when set, is called with the record count of every Save the
 	// batcher makes (from the batcher's goroutine; it must not block).
 	OnBatch func(records int)
+	// Faults is the host's fault seam: nil in production (no faults, at
+	// the cost of one nil check per message); a test harness sets it to
+	// pause the entities.
+	Faults Faults
+}
+
+// Faults is the fault seam a host consults (HostDeps.Faults): faults a
+// test harness injects to simulate a process that stops running (a long
+// GC pause, SIGSTOP) without stopping it.
+type Faults interface {
+	// Paused returns nil while the entities may run, or a channel that is
+	// closed when they may run again. Each entity calls it before it
+	// handles a message and, given a channel, waits for it to close (or
+	// for the host to stop). Called from the entities' goroutines
+	// concurrently: it must be safe for concurrent use and not block.
+	Paused() <-chan struct{}
 }
 
 // DefaultHostConfig returns the production defaults.

@@ -20,7 +20,7 @@ const workerIdle = time.Second
 // grown and copied again on every run once a handler's frames outgrow it.
 // A pool hands runs to goroutines that finished one and kept their grown
 // stacks, and starts a goroutine only when none is idle, so a run never
-// waits for another (a handler may block: Pause, a slow hook).
+// waits for another (a handler may block: a fault pause (HostDeps.Faults), a slow hook).
 type pool struct {
 	work chan func()
 	stop chan struct{}

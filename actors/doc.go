@@ -222,4 +222,10 @@
 // write that changes the earliest due time also moves one index entry; a
 // shard costs one index read at a tick when one of its entries is due or
 // one of its deliveries ended since the last, and none otherwise.
+//
+// # Faults
+//
+// HostDeps.Faults (nil in production, one nil check per message) is the
+// seam through which a test harness holds the entities as a paused
+// process would (Faults.Paused); Shutdown and Close end the wait.
 package actors

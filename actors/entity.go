@@ -195,7 +195,9 @@ func (e *entity) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 		}
 	}()
-	e.h.waitIfPaused()
+	if e.h.deps.Faults != nil {
+		e.h.waitFaults()
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		e.self = ctx.Self()

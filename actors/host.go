@@ -88,9 +88,9 @@ type Host struct {
 	pool     *pool // runs the entities' mailboxes (dispatch.go)
 	spawning *entity
 
-	// paused, when non-nil, is a channel entities wait on before handling
-	// any message (a fault hook; see Pause).
-	paused atomic.Pointer[chan struct{}]
+	// stopping is closed when Shutdown or Close begins: entities that
+	// HostDeps.Faults holds paused stop waiting (see waitFaults).
+	stopping chan struct{}
 }
 
 // shardState is one owned shard. Fields are guarded by Host.mu except
@@ -314,6 +314,7 @@ func NewHost(cfg HostConfig, deps HostDeps, kinds ...Kind) (*Host, error) {
 		shards:  make(map[uint32]*shardState),
 		stopped: make(chan struct{}),
 	}
+	h.stopping = make(chan struct{})
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -393,7 +394,7 @@ func (h *Host) Close() { _ = h.stop(context.Background(), false) }
 func (h *Host) stop(ctx context.Context, drain bool) error {
 	var err error
 	h.stopOnce.Do(func() {
-		h.Resume()
+		close(h.stopping)
 		h.mu.Lock()
 		started := h.started
 		owned := make(map[uint32]int64, len(h.shards))
@@ -1051,25 +1052,14 @@ func (h *Host) Stats() HostStats {
 	return s
 }
 
-// Pause freezes every entity: each waits before handling its next message
-// until Resume. It is a fault hook for tests and chaos tooling that
-// simulates a stopped process (a long GC pause, SIGSTOP); it costs one
-// atomic load per message when unused.
-func (h *Host) Pause() {
-	ch := make(chan struct{})
-	h.paused.CompareAndSwap(nil, &ch)
-}
-
-// Resume ends a Pause.
-func (h *Host) Resume() {
-	if ch := h.paused.Swap(nil); ch != nil {
-		close(*ch)
-	}
-}
-
-func (h *Host) waitIfPaused() {
-	if ch := h.paused.Load(); ch != nil {
-		<-*ch
+// waitFaults waits while HostDeps.Faults (not nil) holds the entities
+// paused, or until the host stops.
+func (h *Host) waitFaults() {
+	if ch := h.deps.Faults.Paused(); ch != nil {
+		select {
+		case <-ch:
+		case <-h.stopping:
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ func TestInternalMessagesOverTLS(t *testing.T) {
 	for i := 0; vault.ID == "" || owner(vault) == owner(relay); i++ {
 		vault = vaultKind.Ref(fmt.Sprint("v", i))
 	}
-	activations := func() uint64 { return n1.Host().Stats().Activations + n2.Host().Stats().Activations }
+	activations := func() uint64 { return n1.Status().Host.Activations + n2.Status().Host.Activations }
 
 	before := activations()
 	_, err := cluster.Call[*testpb.Value](ctx, client, vault, &testpb.Add{Delta: 1000})

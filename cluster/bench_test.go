@@ -11,6 +11,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/testpb"
@@ -119,14 +120,19 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		return cfg
 	}
+	faults := map[*cluster.Node]*clustertest.Faults{}
 	start := func(id string) *cluster.Node {
-		n, err := cluster.New(prod(id), counterKind)
+		cfg := prod(id)
+		f := &clustertest.Faults{}
+		cfg.Faults = f
+		n, err := cluster.New(cfg, counterKind)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := n.Start(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		faults[n] = f
 		return n
 	}
 	for i := 1; i <= 3; i++ {
@@ -171,7 +177,8 @@ func BenchmarkFailover(b *testing.B) {
 			}
 		}
 		t0 := time.Now()
-		victim.Kill()
+		faults[victim].Kill()
+		_ = victim.Shutdown(ctx) // after a crash: waits for it
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Add(1)

@@ -159,9 +159,10 @@ type Config struct {
 	// Logger receives the node's logs, its etcd client's included.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// GossipFaults, when set, lets tests cut gossip traffic (see
-	// GossipFaults). Nil in production.
-	GossipFaults *GossipFaults
+	// Faults is the node's fault seam (see Faults): nil in production; a
+	// test harness sets it to pause, partition or crash the node. It is
+	// also the placement agent's (Placement.Faults is not used).
+	Faults Faults
 }
 
 // DefaultConfig returns production defaults. NodeID, the etcd endpoints and

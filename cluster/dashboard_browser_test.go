@@ -157,7 +157,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			return fmt.Errorf("%d node cards, %d kinds with calls, connection %q", st.Cards, st.Kinds, st.Conn)
 		}
 		for _, n := range nodes {
-			if want := fmt.Sprintf("%x", n.Placement().Lease()); st.Leases[n.ID()] != want {
+			if want := fmt.Sprintf("%x", n.Status().Lease); st.Leases[n.ID()] != want {
 				return fmt.Errorf("%s's lease shown as %q, want %s", n.ID(), st.Leases[n.ID()], want)
 			}
 		}
@@ -179,7 +179,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	before := nodes[2].Owned()
 	require.NotEmpty(t, before)
-	nodes[2].Kill()
+	e.kill(nodes[2])
 	st := waitPage(t, ctx, 20*time.Second, func(st pageState) error {
 		if s := st.Members["n3"]; s != "dead" && s != "down" {
 			return fmt.Errorf("n3 shown %q", s)

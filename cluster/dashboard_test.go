@@ -299,7 +299,7 @@ func TestDashboardEventStream(t *testing.T) {
 	}
 	require.NotEmpty(t, before)
 
-	nodes[2].Kill()
+	e.kill(nodes[2])
 	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		return sse.check(func(f dashboard.Frame, _ map[string][]dashboard.Sample, events []dashboard.Event) error {
 			if st := memberStates(f)["n3"]; st != dashboard.StateDead && st != dashboard.StateDown {

@@ -96,6 +96,12 @@
 // a provider nothing is traced and nothing is added to envelopes; the
 // global otel provider is never used.
 //
+// Faults: Config.Faults is the one seam through which a test harness
+// pauses a node (its entities, and its lease keepalives as etcd sees
+// them), cuts its gossip and crashes it (see Faults; package clustertest
+// implements it). Nil in production, where it costs a nil check on each
+// path that consults it; nothing else of a node exists for tests.
+//
 // Logging: a node, a client and an embedded etcd (package etcdembed) log
 // through log/slog; the zap logs of etcd's client and server are bridged
 // to the same logger.

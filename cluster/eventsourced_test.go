@@ -65,11 +65,11 @@ func TestPausedNodeIsFencedEventSourced(t *testing.T) {
 	require.NoError(t, err)
 	oldEpoch := n2.Owned()[shard]
 
-	n2.Pause()
+	e.faultsOf(n2).Pause()
 	env, err := actors.Envelope(target, &testpb.Add{Delta: 10}, "a2")
 	require.NoError(t, err)
 	late := make(chan *ordopb.Reply, 1)
-	n2.Host().Submit(env, func(r *ordopb.Reply) { late <- r })
+	cluster.HostOf(n2).Submit(env, func(r *ordopb.Reply) { late <- r })
 
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if ep, ok := n1.Owned()[shard]; !ok || ep <= oldEpoch {
@@ -81,11 +81,11 @@ func TestPausedNodeIsFencedEventSourced(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 101, v)
 
-	n2.Host().Resume()
+	e.faultsOf(n2).ResumeEntities()
 	r := <-late
 	require.Equal(t, ordopb.Code_CODE_FENCED, r.GetError().GetCode(), "late reply %v", r)
 	require.Equal(t, 1, fencedWrites(t, n2))
-	n2.Resume()
+	e.faultsOf(n2).Resume()
 
 	v, err = add(10, "a2")
 	require.NoError(t, err)

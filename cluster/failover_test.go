@@ -55,7 +55,7 @@ func TestCrashFailover(t *testing.T) {
 	}
 	oldEpochs := victim.Owned()
 	start := time.Now()
-	victim.Kill()
+	e.kill(victim)
 
 	// Every entity answers again, with its durable value.
 	for i, id := range ids {
@@ -173,7 +173,7 @@ func TestRestartAfterCrashWaitsForTheOldLease(t *testing.T) {
 	defer cancel()
 	_, err := cluster.Call[*testpb.Value](ctx, n1, counter("a"), &testpb.Add{Delta: 3})
 	require.NoError(t, err)
-	n1.Kill() // the registration stays until the lease ends: nobody revokes it
+	e.kill(n1) // the registration stays until the lease ends: nobody revokes it
 
 	cfg := e.config("n1")
 	cfg.Join = nil

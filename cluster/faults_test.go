@@ -53,12 +53,12 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	oldEpoch := n2.Owned()[shard]
 
-	n2.Pause()
+	e.faultsOf(n2).Pause()
 	// A call that reached n2 just before it froze waits in its mailbox.
 	env, err := actors.Envelope(counter(id), &testpb.Add{Delta: 10}, "a2")
 	require.NoError(t, err)
 	late := make(chan *ordopb.Reply, 1)
-	n2.Host().Submit(env, func(r *ordopb.Reply) { late <- r })
+	cluster.HostOf(n2).Submit(env, func(r *ordopb.Reply) { late <- r })
 
 	// n2's lease expires; n1 takes the shard over at a higher epoch.
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
@@ -73,11 +73,11 @@ func TestPausedNodeIsFenced(t *testing.T) {
 
 	// The entities of n2 run first (placement still frozen): the late add
 	// is applied to n2's stale copy and its write is fenced.
-	n2.Host().Resume()
+	e.faultsOf(n2).ResumeEntities()
 	r := <-late
 	require.Equal(t, ordopb.Code_CODE_FENCED, r.GetError().GetCode(), "late reply %v", r)
 	require.Equal(t, 1, fencedWrites(t, n2))
-	n2.Resume()
+	e.faultsOf(n2).Resume()
 
 	// The caller of the late add retries it: applied once, at the new owner.
 	v, err = cluster.Call[*testpb.Value](ctx, client, counter(id), &testpb.Add{Delta: 10}, actors.WithRequestID("a2"))
@@ -122,7 +122,7 @@ func TestGossipPartitionDoesNotMoveShards(t *testing.T) {
 	}
 	before := owners()
 
-	e.faults.Isolate(e.nodes[2].GossipAddr())
+	e.cl.Isolate(e.nodes[2].GossipAddr())
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for _, m := range e.nodes[0].Status().Members {
 			if m.ID == e.nodes[2].ID() && m.Alive {
@@ -137,7 +137,7 @@ func TestGossipPartitionDoesNotMoveShards(t *testing.T) {
 	}
 	require.Equal(t, before, owners(), "ownership moved during a gossip partition")
 
-	e.faults.Heal()
+	e.cl.Heal()
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for _, m := range e.nodes[0].Status().Members {
 			if m.ID == e.nodes[2].ID() && !m.Alive {

@@ -378,7 +378,7 @@ func TestUnregisteredMemberWithAnotherNodesIDChangesNothing(t *testing.T) {
 			e.converged(e.nodes...)
 			testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error { return allLive(e.nodes...) })
 			victim := e.nodes[1]
-			lease := victim.Placement().Lease()
+			lease := victim.Status().Lease
 			before := owners(e.nodes...)
 			require.Zero(t, failoverChecks(t, e.nodes...))
 
@@ -391,7 +391,7 @@ func TestUnregisteredMemberWithAnotherNodesIDChangesNothing(t *testing.T) {
 				if err := allLive(e.nodes...); err != nil {
 					return err
 				}
-				if got := victim.Placement().Lease(); got != lease {
+				if got := victim.Status().Lease; got != lease {
 					return fmt.Errorf("the victim's lease changed from %x to %x", lease, got)
 				}
 				if n := failoverChecks(t, e.nodes...); n != 0 {
@@ -465,7 +465,7 @@ func TestDeadMemberAliveAgainIsLive(t *testing.T) {
 	n1, n2, n3 := e.nodes[0], e.nodes[1], e.nodes[2]
 	before := owners(e.nodes...)
 
-	e.faults.Isolate(n3.GossipAddr())
+	e.cl.Isolate(n3.GossipAddr())
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for _, n := range []*cluster.Node{n1, n2} {
 			m, _ := memberListed(n, n3.ID())
@@ -484,7 +484,7 @@ func TestDeadMemberAliveAgainIsLive(t *testing.T) {
 	})
 	require.True(t, n3.Status().LeaseValid)
 
-	e.faults.Heal()
+	e.cl.Heal()
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error { return allLive(e.nodes...) })
 	// The checks stop: the dead mark is gone. (While it stuck, the
 	// revoker would check n3's lease at every live-loop round.)

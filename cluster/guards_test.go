@@ -65,12 +65,12 @@ func TestGuardPausedReadNotAnsweredAfterShardMoved(t *testing.T) {
 	require.NoError(t, err)
 	oldEpoch := n2.Owned()[shard]
 
-	n2.Pause()
+	e.faultsOf(n2).Pause()
 	// A read that reached n2 just before it froze waits in its mailbox.
 	env, err := actors.Envelope(counter(id), &testpb.Get{}, "paused-read")
 	require.NoError(t, err)
 	late := make(chan *ordopb.Reply, 1)
-	n2.Host().Submit(env, func(r *ordopb.Reply) { late <- r })
+	cluster.HostOf(n2).Submit(env, func(r *ordopb.Reply) { late <- r })
 
 	// n2's lease expires; n1 takes the shard over and writes a new value.
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
@@ -85,9 +85,9 @@ func TestGuardPausedReadNotAnsweredAfterShardMoved(t *testing.T) {
 
 	// n2's entities run again before its placement notices the lost
 	// lease: the read is handled from n2's stale copy.
-	n2.Host().Resume()
+	e.faultsOf(n2).ResumeEntities()
 	r := <-late
-	n2.Resume()
+	e.faultsOf(n2).Resume()
 	if r.GetError() == nil {
 		got, derr := actors.DecodeReply[*testpb.Value](r)
 		require.NoError(t, derr)

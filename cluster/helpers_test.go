@@ -62,7 +62,8 @@ func clientTLS(name string) *ordotls.Material {
 
 // env is one test cluster (clustertest) and the nodes a test started in
 // it, in start order. Its nodes and clients talk mutual TLS (testCA), or
-// plaintext if insecure; their gossip goes through faults.
+// plaintext if insecure; each node has its clustertest.Faults
+// (faultsOf).
 type env struct {
 	t        testing.TB
 	cl       *clustertest.Cluster
@@ -70,7 +71,6 @@ type env struct {
 	prefix   string
 	shards   uint32
 	nodes    []*cluster.Node
-	faults   *cluster.GossipFaults
 	insecure bool
 	// gossipKey encrypts the nodes' gossip.
 	gossipKey []byte
@@ -95,7 +95,7 @@ func newEnv(t testing.TB, store persistence.Store, shards uint32) *env {
 		}
 	})
 	return &env{t: t, cl: cl, store: cl.Store(), prefix: cl.Prefix(), shards: cl.Shards(),
-		faults: &cluster.GossipFaults{}, gossipKey: cl.GossipKeys()[0]}
+		gossipKey: cl.GossipKeys()[0]}
 }
 
 func (e *env) config(id string) cluster.Config {
@@ -104,7 +104,6 @@ func (e *env) config(id string) cluster.Config {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg.GossipFaults = e.faults
 	if e.insecure {
 		cfg.TLS, cfg.Insecure = nil, true
 	}
@@ -144,9 +143,38 @@ func (e *env) startKinds(cfg cluster.Config, kinds ...actors.Kind) *cluster.Node
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		if f := e.faultsOf(n); f != nil {
+			f.Resume() // a paused node would not drain
+		}
 		_ = n.Shutdown(ctx)
 	})
 	return n
+}
+
+// faultsOf returns the fault seam of n, a node of the cluster (nil once
+// a node restarted under its ID replaced it).
+func (e *env) faultsOf(n *cluster.Node) *clustertest.Faults {
+	for i, m := range e.cl.Nodes() {
+		if m == n {
+			return e.cl.Faults(i)
+		}
+	}
+	return nil
+}
+
+// kill crashes n (clustertest.Faults.Kill) and waits until it stopped.
+func (e *env) kill(n *cluster.Node) {
+	e.t.Helper()
+	f := e.faultsOf(n)
+	if f == nil {
+		e.t.Fatalf("node %s has no fault seam", n.ID())
+	}
+	f.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Shutdown(ctx); err != nil { // after a crash: waits for it
+		e.t.Fatal(err)
+	}
 }
 
 func (e *env) startN(n int) {

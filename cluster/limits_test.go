@@ -53,14 +53,14 @@ func TestLimitTooLargeKeepsShardEpoch(t *testing.T) {
 	// A state of 2 MiB: within MaxStateBytes here, refused by the store.
 	_, err = cluster.Call[*testpb.Value](ctx, client, ref, &testpb.Add{Delta: 1, Ballast: 2 << 20})
 	require.ErrorIs(t, err, actors.ErrTooLarge)
-	require.EqualValues(t, 1, n.Host().Stats().Batch.TooLarge, "records the store refused")
+	require.EqualValues(t, 1, n.Status().Host.Batch.TooLarge, "records the store refused")
 
 	v, err := cluster.Call[*testpb.Value](ctx, client, ref, &testpb.Add{Delta: 1})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, v.Value)
 	require.Equal(t, epochs[shard], n.Owned()[shard], "the shard's epoch changed")
 	require.Equal(t, epochs, n.Owned(), "epochs changed")
-	require.Zero(t, n.Host().Stats().Batch.Failed, "failed records")
+	require.Zero(t, n.Status().Host.Batch.Failed, "failed records")
 
 	// With the default MaxStateBytes the host refuses such a state itself.
 	cfg2 := e.config("n2")
@@ -89,7 +89,7 @@ func TestLimitTooLargeKeepsShardEpoch(t *testing.T) {
 		for s, ep := range node.Owned() {
 			require.Equal(t, epochs[s], ep, "shard %d's epoch changed", s)
 		}
-		saves += node.Host().Stats().Batch.TooLarge
+		saves += node.Status().Host.Batch.TooLarge
 	}
 	require.EqualValues(t, 1, saves, "records the store refused (the first node's only)")
 }
@@ -148,8 +148,8 @@ func TestLimitOverloadRetryAfterAndMaxAttempts(t *testing.T) {
 		}()
 	}
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
-		if entered.Load() != 1 || n.Host().Stats().Inflight != 2 {
-			return fmt.Errorf("%d handlers entered, %d calls in flight", entered.Load(), n.Host().Stats().Inflight)
+		if entered.Load() != 1 || n.Status().Host.Inflight != 2 {
+			return fmt.Errorf("%d handlers entered, %d calls in flight", entered.Load(), n.Status().Host.Inflight)
 		}
 		return nil
 	})
@@ -157,12 +157,12 @@ func TestLimitOverloadRetryAfterAndMaxAttempts(t *testing.T) {
 	// The context allows far more than 3 attempts.
 	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer ccancel()
-	start, refused := time.Now(), n.Host().Stats().Overloaded
+	start, refused := time.Now(), n.Status().Host.Overloaded
 	_, err = cluster.Call[*testpb.Value](cctx, client, ref, &testpb.Add{Delta: 1})
 	took := time.Since(start)
 	require.ErrorIs(t, err, actors.ErrUnavailable)
 	require.GreaterOrEqual(t, actors.RetryAfter(err), cfg.Host.RetryAfter, "the last refusal's hint")
-	require.EqualValues(t, 3, n.Host().Stats().Overloaded-refused, "attempts refused")
+	require.EqualValues(t, 3, n.Status().Host.Overloaded-refused, "attempts refused")
 	require.GreaterOrEqual(t, took, 2*cfg.Host.RetryAfter, "retried before the hint")
 
 	open()

@@ -138,8 +138,8 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 	}
 	mc.Transport = nt
-	if cfg.GossipFaults != nil {
-		mc.Transport = &faultyTransport{NetTransport: nt, faults: cfg.GossipFaults, local: advertised}
+	if cfg.Faults != nil {
+		mc.Transport = &faultyTransport{NetTransport: nt, faults: cfg.Faults, local: advertised}
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -495,57 +495,25 @@ func (m *membership) NotifyConflict(existing, other *memberlist.Node) {
 		"member", existing.Name, "addr", existing.Address(), "claimed_by", other.Address())
 }
 
-// GossipFaults cuts gossip between two groups of nodes: a fault hook for
-// tests. Give the same GossipFaults to every node's Config; Isolate splits
-// the listed gossip addresses from all others, Heal joins them again. Only
-// outgoing traffic is filtered, on both sides, which stops every packet and
-// stream that would cross. Safe for concurrent use.
-type GossipFaults struct {
-	mu       sync.Mutex
-	isolated map[string]bool
-}
+var errGossipCut = errors.New("cluster: gossip cut by Config.Faults")
 
-// Isolate cuts the given gossip addresses ("host:port") off from the rest.
-func (f *GossipFaults) Isolate(addrs ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.isolated = make(map[string]bool, len(addrs))
-	for _, a := range addrs {
-		f.isolated[a] = true
-	}
-}
-
-// Heal ends the isolation.
-func (f *GossipFaults) Heal() {
-	f.mu.Lock()
-	f.isolated = nil
-	f.mu.Unlock()
-}
-
-func (f *GossipFaults) cut(from, to string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.isolated) > 0 && f.isolated[from] != f.isolated[to]
-}
-
-var errGossipCut = errors.New("cluster: gossip cut by fault hook")
-
-// faultyTransport filters a NetTransport's outgoing traffic.
+// faultyTransport filters a NetTransport's outgoing traffic through
+// Config.Faults (Faults.Cut).
 type faultyTransport struct {
 	*memberlist.NetTransport
-	faults *GossipFaults
+	faults Faults
 	local  string
 }
 
 func (t *faultyTransport) WriteTo(b []byte, addr string) (time.Time, error) {
-	if t.faults.cut(t.local, addr) {
+	if t.faults.Cut(t.local, addr) {
 		return time.Now(), nil // dropped like a lost datagram
 	}
 	return t.NetTransport.WriteTo(b, addr)
 }
 
 func (t *faultyTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	if t.faults.cut(t.local, addr) {
+	if t.faults.Cut(t.local, addr) {
 		return nil, errGossipCut
 	}
 	return t.NetTransport.DialTimeout(addr, timeout)
@@ -553,7 +521,7 @@ func (t *faultyTransport) DialTimeout(addr string, timeout time.Duration) (net.C
 
 // WriteToAddress implements memberlist.NodeAwareTransport.
 func (t *faultyTransport) WriteToAddress(b []byte, addr memberlist.Address) (time.Time, error) {
-	if t.faults.cut(t.local, addr.Addr) {
+	if t.faults.Cut(t.local, addr.Addr) {
 		return time.Now(), nil
 	}
 	return t.NetTransport.WriteToAddress(b, addr)
@@ -561,7 +529,7 @@ func (t *faultyTransport) WriteToAddress(b []byte, addr memberlist.Address) (tim
 
 // DialAddressTimeout implements memberlist.NodeAwareTransport.
 func (t *faultyTransport) DialAddressTimeout(addr memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	if t.faults.cut(t.local, addr.Addr) {
+	if t.faults.Cut(t.local, addr.Addr) {
 		return nil, errGossipCut
 	}
 	return t.NetTransport.DialAddressTimeout(addr, timeout)

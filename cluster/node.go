@@ -31,8 +31,8 @@ var ErrInvalidConfig = errors.New("cluster: invalid config")
 // in placement and gossip.
 //
 // Lifecycle: New, Start, then Shutdown (idempotent; drains every shard).
-// Kill and Pause/Resume are fault hooks for tests and chaos tooling. All
-// methods are safe for concurrent use.
+// A test harness injects faults through Config.Faults. All methods are
+// safe for concurrent use.
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
@@ -55,12 +55,12 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	paused   atomic.Pointer[chan struct{}]
 	stopOnce sync.Once
+	quit     chan struct{} // closed when Shutdown or a crash begins
 	started  atomic.Bool
 	stopped  atomic.Bool
 	up       atomic.Bool // Start returned nil (see Readiness)
-	leaving  atomic.Bool // Shutdown or Kill began
+	leaving  atomic.Bool // Shutdown or a crash began
 }
 
 // New validates cfg and returns a node for kinds. It does no I/O.
@@ -74,7 +74,8 @@ func New(cfg Config, kinds ...actors.Kind) (*Node, error) {
 	if cfg.GossipKeys != nil {
 		cfg.GossipKeys = copyKeys(cfg.GossipKeys)
 	}
-	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), kinds: kinds, metrics: newMetrics()}, nil
+	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), kinds: kinds, metrics: newMetrics(),
+		quit: make(chan struct{})}, nil
 }
 
 // Start serves the admin endpoint (Config.AdminAddr; refused first when
@@ -132,6 +133,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if pc.Logger == nil {
 		pc.Logger = n.log
 	}
+	pc.Faults = n.cfg.Faults
 	if n.place, err = placement.New(pc, n.etcd, placementHost{n}); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -153,6 +155,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		// acquires it next, under a new epoch.
 		ShardLost: func(shard uint32, epoch int64, _ error) { place.Relinquish(shard, epoch) },
 		OnBatch:   n.metrics.observeBatch}
+	if n.cfg.Faults != nil {
+		deps.Faults = entityGate{n.cfg.Faults}
+	}
 	if n.cfg.TracerProvider != nil {
 		hc.Tracer = tracerOf(n.cfg.TracerProvider, actors.TracerName, n.cfg.NodeID)
 	}
@@ -188,6 +193,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.up.Store(true)
 	n.wg.Add(1)
 	go n.runDashboard(runCtx)
+	if n.cfg.Faults != nil {
+		if crashed := n.cfg.Faults.Crashed(); crashed != nil {
+			// Not in wg: the crash's teardown waits for wg.
+			go n.watchCrash(runCtx, crashed)
+		}
+	}
 	n.log.Info("node started", "remote", n.tr.addr, "gossip", n.members.addr())
 	return nil
 }
@@ -195,12 +206,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 // Shutdown leaves the cluster gracefully: every shard is drained and
 // released (callers see retries, not failures), the lease is revoked, and
 // everything stops. If ctx ends first, what remains is stopped at once.
-// It is idempotent.
+// It is idempotent. After Config.Faults crashed the node, it waits until
+// the crash has stopped the node (see Faults) and returns nil.
 func (n *Node) Shutdown(ctx context.Context) error {
+	if n.crashed() {
+		n.crash(ctx)
+		return nil
+	}
 	var err error
 	n.stopOnce.Do(func() {
 		n.leaving.Store(true)
-		n.Resume()
+		close(n.quit)
 		if n.place != nil {
 			if perr := n.place.Shutdown(ctx); perr != nil {
 				err = perr
@@ -214,34 +230,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.teardown(false)
 	})
 	return err
-}
-
-// Kill stops the node as a crash would: no drain, no lease revocation, no
-// gossip leave; listeners close at once and keepalives stop, so the lease
-// expires (or is revoked by a peer) and other nodes take over. Entity
-// state already durable stays; replies not yet sent are lost. For tests
-// and chaos tooling.
-func (n *Node) Kill() {
-	n.stopOnce.Do(func() {
-		n.leaving.Store(true)
-		n.Resume()
-		if n.host != nil {
-			n.host.Pause() // freeze entities: nothing more is processed
-		}
-		if n.place != nil {
-			n.place.Abandon()
-		}
-		if n.members != nil {
-			n.members.kill()
-		}
-		if n.tr != nil {
-			n.tr.close(true) // teardown's second close is a no-op
-		}
-		if n.host != nil {
-			n.host.Close() // resumes, then stops without draining
-		}
-		n.teardown(true)
-	})
 }
 
 // teardown stops what Start started, in reverse order.
@@ -272,37 +260,6 @@ func (n *Node) teardown(hard bool) {
 	}
 }
 
-// Pause freezes the node as SIGSTOP would, as far as ordo is concerned:
-// lease keepalives stop, entities stop taking messages, and placement's
-// reaction to losing the lease waits. Resume lets the entities run first
-// (so writes they make under the expired epoch reach the store and are
-// fenced), then placement. For tests and chaos tooling.
-func (n *Node) Pause() {
-	ch := make(chan struct{})
-	if !n.paused.CompareAndSwap(nil, &ch) {
-		return
-	}
-	n.place.SuspendKeepalives(true)
-	n.host.Pause()
-}
-
-// Resume ends a Pause.
-func (n *Node) Resume() {
-	ch := n.paused.Swap(nil)
-	if ch == nil {
-		return
-	}
-	n.host.Resume()
-	n.place.SuspendKeepalives(false)
-	close(*ch)
-}
-
-func (n *Node) waitIfPaused() {
-	if ch := n.paused.Load(); ch != nil {
-		<-*ch
-	}
-}
-
 // ID returns the node ID.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
@@ -328,12 +285,6 @@ func (n *Node) AdminAddr() string {
 
 // Owned returns the shards the node holds and their epochs.
 func (n *Node) Owned() map[uint32]int64 { return n.place.Owned() }
-
-// Host returns the node's entity host (for stats and tests).
-func (n *Node) Host() *actors.Host { return n.host }
-
-// Placement returns the node's placement member.
-func (n *Node) Placement() *placement.Agent { return n.place }
 
 // Invoke implements actors.Invoker: it routes env to the owner of its
 // entity, retrying until ctx ends.
@@ -468,7 +419,7 @@ func (p placementHost) LeaseGranted(lease clientv3.LeaseID) {
 }
 
 func (p placementHost) Lost(shards []uint32) {
-	p.n.waitIfPaused()
+	p.n.waitFaults()
 	for _, s := range shards {
 		p.n.host.Drop(s, fmt.Errorf("%w: lease lost", actors.ErrNotHere))
 	}

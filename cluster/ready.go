@@ -18,7 +18,8 @@ var ErrNotReady = errors.New("cluster: node not ready")
 // matching ErrNotReady that says, in a few words, the first condition not
 // met. A node is ready when all of these hold:
 //
-//  1. Start has returned nil, and neither Shutdown nor Kill has begun.
+//  1. Start has returned nil, and neither Shutdown nor a crash (see
+//     Faults) has begun.
 //  2. Its placement lease is valid: it holds an etcd session whose local
 //     validity deadline has not passed (the condition under which its
 //     replies may leave at all).
@@ -84,7 +85,7 @@ func (n *Node) Readiness() error {
 func (n *Node) Ready() bool { return n.Readiness() == nil }
 
 // Healthy reports whether the node is up: it has not stopped (Shutdown or
-// Kill done, or Start failed). Unlike Readiness it depends on nothing
+// a crash done, or Start failed). Unlike Readiness it depends on nothing
 // outside the process, so that a liveness check does not restart every
 // node when etcd is unreachable; it stays true while Shutdown drains.
 func (n *Node) Healthy() bool { return !n.stopped.Load() }

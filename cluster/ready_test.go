@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/etcdembed"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
@@ -49,7 +50,9 @@ func waitReady(t *testing.T, n *cluster.Node) {
 
 func TestReadiness(t *testing.T) {
 	e := newEnv(t, memory.New(), 16)
-	n, err := cluster.New(e.config("n1"), counterKind)
+	cfg := e.config("n1")
+	faults := cfg.Faults.(*clustertest.Faults)
+	n, err := cluster.New(cfg, counterKind)
 	require.NoError(t, err)
 	require.NoError(t, notReadyBecause(n, "starting"))
 	require.True(t, n.Healthy())
@@ -66,19 +69,19 @@ func TestReadiness(t *testing.T) {
 	// Alone, its share is every shard, and the host serves each.
 	held := n.Owned()
 	require.Len(t, held, 16)
-	require.Equal(t, held, n.Host().Owned())
+	require.Equal(t, held, cluster.HostOf(n).Owned())
 
 	// A shard placement holds but the host does not serve.
-	n.Host().Drop(3, errors.New("test"))
+	cluster.HostOf(n).Drop(3, errors.New("test"))
 	require.NoError(t, notReadyBecause(n, fmt.Sprintf("shard 3 held at epoch %d, not served", held[3])))
-	require.NoError(t, n.Host().Own(3, held[3]))
+	require.NoError(t, cluster.HostOf(n).Own(3, held[3]))
 	waitReady(t, n)
 
 	// A lease past its validity deadline.
-	n.Pause()
+	faults.Pause()
 	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error { return notReadyBecause(n, "lease not valid") })
 	require.True(t, n.Healthy())
-	n.Resume()
+	faults.Resume()
 	waitReady(t, n)
 	v, err := cluster.Call[*testpb.Value](ctx, n, counter("a"), &testpb.Add{Delta: 1})
 	require.NoError(t, err)
@@ -164,7 +167,7 @@ func TestAdminHealthAndReadiness(t *testing.T) {
 	require.True(t, st.Ready)
 	require.Empty(t, st.NotReady)
 
-	n.Pause()
+	e.faultsOf(n).Pause()
 	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
 		if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready: lease not valid\n" {
 			return fmt.Errorf("/readyz: %d %q", code, body)
@@ -173,7 +176,7 @@ func TestAdminHealthAndReadiness(t *testing.T) {
 	})
 	code, _ = get(t, base+"/healthz")
 	require.Equal(t, http.StatusOK, code, "a node whose lease lapsed is still alive")
-	n.Resume()
+	e.faultsOf(n).Resume()
 	testutil.Eventually(t, 30*time.Second, 5*time.Millisecond, func() error {
 		if code, body := get(t, base+"/readyz"); code != http.StatusOK {
 			return fmt.Errorf("/readyz: %d %q", code, body)

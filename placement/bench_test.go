@@ -111,7 +111,8 @@ func BenchmarkFailover(b *testing.B) {
 				b.StopTimer()
 				prefix := fmt.Sprintf("/ordo/bench-failover-%s-%d", mode, i)
 				ha, hb := newCountHost(-1), newCountHost(256)
-				a, err := placement.New(testConfig("a", prefix), ca, ha)
+				acfg, ka := withKeepalives(testConfig("a", prefix))
+				a, err := placement.New(acfg, ca, ha)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -132,7 +133,7 @@ func BenchmarkFailover(b *testing.B) {
 				lease := a.Lease()
 				b.StartTimer()
 				start := time.Now()
-				a.SuspendKeepalives(true)
+				ka.suspend(true)
 				bn.SetLive([]string{"b"})
 				if mode == "revoke" {
 					if _, err := obs.Revoke(ctx, lease); err != nil {

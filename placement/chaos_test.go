@@ -71,6 +71,7 @@ func TestChaos(t *testing.T) {
 	cc := &chaosCluster{nodes: map[string]*placement.Agent{}, epochs: map[uint32]int64{}}
 	proxies := map[string]*etcdembed.Proxy{}
 	var nodes []*placement.Agent
+	suspenders := map[string]*keepalives{}
 	for _, id := range all {
 		px, err := etcdembed.StartProxy(srv.Endpoints()[0])
 		if err != nil {
@@ -79,7 +80,9 @@ func TestChaos(t *testing.T) {
 		t.Cleanup(func() { _ = px.Close() })
 		proxies[id] = px
 		host := &safetyHost{recHost: newRecHost(id, h), cluster: cc}
-		n := startNode(t, testConfig(id, prefix), newClient(t, px.Endpoint()), host)
+		cfg, k := withKeepalives(testConfig(id, prefix))
+		suspenders[id] = k
+		n := startNode(t, cfg, newClient(t, px.Endpoint()), host)
 		cc.mu.Lock()
 		cc.nodes[id] = n
 		cc.mu.Unlock()
@@ -104,13 +107,13 @@ func TestChaos(t *testing.T) {
 		id := all[rng.IntN(len(all))]
 		switch {
 		case faulty[id] == "pause":
-			cc.nodes[id].SuspendKeepalives(false)
+			suspenders[id].suspend(false)
 			delete(faulty, id)
 		case faulty[id] == "partition":
 			proxies[id].Heal()
 			delete(faulty, id)
 		case len(faulty) < len(all)-1 && rng.IntN(2) == 0:
-			cc.nodes[id].SuspendKeepalives(true)
+			suspenders[id].suspend(true)
 			faulty[id] = "pause"
 		case len(faulty) < len(all)-1:
 			proxies[id].Partition()
@@ -128,7 +131,7 @@ func TestChaos(t *testing.T) {
 	// Heal everything: the cluster converges.
 	for id, f := range faulty {
 		if f == "pause" {
-			cc.nodes[id].SuspendKeepalives(false)
+			suspenders[id].suspend(false)
 		} else {
 			proxies[id].Heal()
 		}

@@ -92,6 +92,11 @@ type Config struct {
 
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+
+	// Faults is the agent's fault seam (see Faults): nil in production; a
+	// test harness sets it to suspend keepalives or crash the node.
+	// cluster.Node sets it from cluster.Config.Faults.
+	Faults Faults
 }
 
 // DefaultConfig returns production defaults. NodeID must still be set.

@@ -76,6 +76,11 @@
 // validity deadline passes, even before Lost is delivered. Shutdown drains
 // every shard through ShardRunner.Release and revokes the lease.
 //
+// # Faults
+//
+// Config.Faults (nil in production) lets a test suspend the node's
+// keepalives, as if the process were paused, and crash it (see Faults).
+//
 // # Routing table
 //
 // Table lists P/ and watches it from the listed revision + 1, relisting on

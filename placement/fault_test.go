@@ -123,7 +123,8 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	w := watchShards(t, obs, prefix)
 	h := &history{}
 	ha, hb := newRecHost("a", h), newRecHost("b", h)
-	a := startNode(t, testConfig("a", prefix), newClient(t, srv.Endpoints()...), ha)
+	acfg, ka := withKeepalives(testConfig("a", prefix))
+	a := startNode(t, acfg, newClient(t, srv.Endpoints()...), ha)
 	b := startNode(t, testConfig("b", prefix), newClient(t, srv.Endpoints()...), hb)
 	live := []string{"a", "b"}
 	a.SetLive(live)
@@ -137,7 +138,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	deadline := a.Deadline()
 
 	// Pause a: no more keepalives. memberlist would then declare it dead.
-	a.SuspendKeepalives(true)
+	ka.suspend(true)
 	b.SetLive([]string{"b"})
 	checkSelfFenced(t, ha, a, owned)
 	newEpoch := waitTakenOver(t, obs, b, prefix, shard, oldEpoch)
@@ -158,7 +159,7 @@ func TestPausedOwnerSelfFences(t *testing.T) {
 	}
 
 	// a resumes and tries to write with its old epoch: fenced.
-	a.SuspendKeepalives(false)
+	ka.suspend(false)
 	checkStaleWriteFenced(t, shard, oldEpoch, newEpoch)
 	// It rejoins under a new lease, never the old one.
 	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {

@@ -35,7 +35,7 @@ func TestGuardDeadlineCountsFromSendTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const margin = time.Second
-	s, err := placement.NewSession(ctx, c, 5*time.Second, margin, time.Second, nil)
+	s, err := placement.NewSession(ctx, c, 5*time.Second, margin, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

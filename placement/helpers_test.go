@@ -76,6 +76,43 @@ func testConfig(id, prefix string) placement.Config {
 	return cfg
 }
 
+// keepalives is the placement.Faults of a test: it suspends an agent's
+// keepalives while on, and never crashes it.
+type keepalives struct {
+	mu        sync.Mutex
+	suspended chan struct{} // non-nil while suspended, closed when they resume
+}
+
+var _ placement.Faults = (*keepalives)(nil)
+
+// withKeepalives returns cfg with a fresh keepalives as its Faults.
+func withKeepalives(cfg placement.Config) (placement.Config, *keepalives) {
+	k := &keepalives{}
+	cfg.Faults = k
+	return cfg, k
+}
+
+// suspend suspends the agent's keepalives (on) or resumes them.
+func (k *keepalives) suspend(on bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case on && k.suspended == nil:
+		k.suspended = make(chan struct{})
+	case !on && k.suspended != nil:
+		close(k.suspended)
+		k.suspended = nil
+	}
+}
+
+func (k *keepalives) KeepalivesSuspended() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.suspended
+}
+
+func (k *keepalives) Crashed() <-chan struct{} { return nil }
+
 // hostEvent is one host callback, ordered across all nodes by seq.
 type hostEvent struct {
 	seq   int

@@ -72,7 +72,7 @@ type Agent struct {
 	log    *slog.Logger
 	table  *Table
 
-	suspend atomic.Bool // fault hook: keepalives and new sessions suspended
+	crashing atomic.Bool // Config.Faults crashed the node: no keepalive or new session from now on
 	started atomic.Bool
 	kick    chan struct{}
 
@@ -167,6 +167,11 @@ func (n *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	go n.loop(loopCtx)
+	if n.cfg.Faults != nil {
+		if crashed := n.cfg.Faults.Crashed(); crashed != nil {
+			go n.watchCrash(crashed)
+		}
+	}
 	n.poke()
 	return nil
 }
@@ -176,7 +181,9 @@ func (n *Agent) Start(ctx context.Context) (err error) {
 // and revokes the lease, which deletes the node's registry entry and every
 // shard key it holds in one step. ctx bounds the graceful part; when it
 // ends, remaining work is abandoned and the lease is still revoked (best
-// effort). Idempotent: later calls return the first call's result.
+// effort). Idempotent: later calls return the first call's result. After
+// Config.Faults crashed the node, Shutdown stops it as the crash does
+// (see Faults.Crashed), or waits for that stop, and returns nil.
 func (n *Agent) Shutdown(ctx context.Context) error {
 	n.shutdownOnce.Do(func() { n.shutdownErr = n.shutdown(ctx) })
 	return n.shutdownErr
@@ -187,22 +194,10 @@ func (n *Agent) shutdown(ctx context.Context) error {
 		n.started.Store(true) // a later Start fails
 		return nil
 	}
+	if n.crashed() {
+		return n.stop(ctx, crash)
+	}
 	return n.stop(ctx, graceful)
-}
-
-// Abandon stops the node the way a crash would, for tests and chaos
-// tooling: its goroutines end and its keepalives stop, but no shard is
-// released, no host callback runs and the lease is not revoked, so the
-// lease expires in etcd (or a peer revokes it) and other nodes take the
-// shards over. Later Shutdown calls return nil at once.
-func (n *Agent) Abandon() {
-	n.shutdownOnce.Do(func() {
-		if !n.started.Load() {
-			n.started.Store(true)
-			return
-		}
-		_ = n.stop(context.Background(), crash)
-	})
 }
 
 // teardown is how a node stops.
@@ -211,7 +206,7 @@ type teardown int
 const (
 	failedStart teardown = iota // Start failed: nothing was served; the lease is revoked
 	graceful                    // Shutdown: shards drained through the host, the lease revoked
-	crash                       // Abandon: no host callback; the lease is left to expire
+	crash                       // Faults.Crashed: no host callback; the lease is left to expire
 )
 
 // stop is the one teardown of a started node: the reconciler and the
@@ -220,7 +215,7 @@ const (
 // crash), and the session watchers return. ctx bounds the graceful part.
 func (n *Agent) stop(ctx context.Context, how teardown) error {
 	if how == crash {
-		n.suspend.Store(true) // no keepalive or new session from now on
+		n.crashing.Store(true) // no keepalive or new session from now on
 	}
 	n.loopCancel()
 	if how == failedStart {
@@ -445,15 +440,6 @@ func desiredOwners(shards uint32, live []string) []string {
 	return out
 }
 
-// SuspendKeepalives is a fault hook for tests: while on, the session sends
-// no keepalives and the node opens no new session, as if the process were
-// paused as far as etcd can tell. It costs one atomic load per keepalive
-// when off.
-func (n *Agent) SuspendKeepalives(on bool) {
-	n.suspend.Store(on)
-	n.poke()
-}
-
 // RevokeDead revokes lease, the lease of the registered node id that
 // memberlist declared dead, when this node is the deterministic Revoker
 // of id over the current live set, id is still registered under lease
@@ -518,7 +504,7 @@ func (n *Agent) openSession(ctx context.Context, timeout time.Duration) error {
 	prev := n.oldLease
 	n.mu.Unlock()
 	gctx, cancel := context.WithTimeout(ctx, timeout)
-	s, err := NewSession(gctx, n.client, n.cfg.LeaseTTL, n.cfg.ValidityMargin, n.cfg.keepAliveInterval(), &n.suspend)
+	s, err := newSession(gctx, n.client, n.cfg.LeaseTTL, n.cfg.ValidityMargin, n.cfg.keepAliveInterval(), n.suspended)
 	cancel()
 	if err != nil {
 		return err
@@ -563,7 +549,7 @@ func (n *Agent) revokeEnded(lease clientv3.LeaseID) {
 	timeout := n.cfg.sessionRequestTimeout()
 	backoff := n.cfg.RetryBackoff
 	for {
-		if !n.suspend.Load() {
+		if n.suspended() == nil {
 			rctx, cancel := context.WithTimeout(n.life, timeout)
 			_, err := n.client.Revoke(rctx, lease)
 			cancel()

@@ -21,6 +21,7 @@ func (n *Agent) loop(ctx context.Context) {
 	defer resync.Stop()
 	backoff := n.cfg.RetryBackoff
 	var retryAt time.Time
+	var resumed <-chan struct{} // closed when suspended keepalives resume
 	for {
 		select {
 		case <-ctx.Done():
@@ -28,12 +29,14 @@ func (n *Agent) loop(ctx context.Context) {
 		case <-changes:
 		case <-n.kick:
 		case <-resync.C:
+		case <-resumed:
 		}
+		resumed = nil
 		n.mu.Lock()
 		s := n.sess
 		n.mu.Unlock()
 		if s == nil {
-			if n.suspend.Load() || time.Now().Before(retryAt) {
+			if resumed = n.suspended(); resumed != nil || time.Now().Before(retryAt) {
 				continue
 			}
 			err := n.openSession(ctx, n.cfg.sessionRequestTimeout())

@@ -80,6 +80,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 	cfg := testConfig("a", prefix)
 	cfg.Shards = 16
 	h := newRecHost("a", &history{})
+	cfg, k := withKeepalives(cfg)
 	n := startNode(t, cfg, c, h)
 	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if got := len(n.Owned()); got != 16 {
@@ -91,7 +92,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 	oldLease := n.Lease()
 
 	// End the session: with keepalives suspended its deadline passes.
-	n.SuspendKeepalives(true)
+	k.suspend(true)
 	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if n.Lease() != 0 {
 			return errors.New("session still open")
@@ -101,7 +102,7 @@ func TestReopenDoesNotWaitForRevoke(t *testing.T) {
 	if a, _ := gate.counts(); a != 0 {
 		t.Fatalf("%d revokes sent while keepalives were suspended", a)
 	}
-	n.SuspendKeepalives(false)
+	k.suspend(false)
 
 	// A new session opens and registers while no revoke has got through.
 	var newLease clientv3.LeaseID

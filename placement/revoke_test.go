@@ -18,7 +18,7 @@ func TestRevokeIfExpiring(t *testing.T) {
 	ctx := context.Background()
 
 	// A lease renewed on time is left alone.
-	s, err := placement.NewSession(ctx, c, 3*time.Second, 500*time.Millisecond, time.Second, nil)
+	s, err := placement.NewSession(ctx, c, 3*time.Second, 500*time.Millisecond, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +63,10 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 	h := &history{}
 	nodes := map[string]*placement.Agent{}
 	hosts := map[string]*recHost{}
+	suspenders := map[string]*keepalives{}
 	for _, id := range live {
-		cfg := testConfig(id, prefix)
+		cfg, k := withKeepalives(testConfig(id, prefix))
+		suspenders[id] = k
 		cfg.LeaseTTL = 3 * time.Second
 		cfg.ValidityMargin = time.Second
 		hosts[id] = newRecHost(id, h)
@@ -83,7 +85,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 		other = survivors[1]
 	}
 	oldLease := nodes[victim].Lease()
-	nodes[victim].SuspendKeepalives(true)
+	suspenders[victim].suspend(true)
 	for _, id := range survivors {
 		nodes[id].SetLive(survivors)
 	}
@@ -111,7 +113,7 @@ func TestRevokeDeadAcceleratesFailover(t *testing.T) {
 	survivorNodes := []*placement.Agent{nodes["a"], nodes["b"]}
 	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error { return settled(256, survivorNodes, survivors) })
 	// The victim notices at its next keepalive or its deadline.
-	nodes[victim].SuspendKeepalives(false)
+	suspenders[victim].suspend(false)
 	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if hosts[victim].lostCount() == 0 {
 			return errors.New("victim never told it lost its shards")
@@ -203,7 +205,7 @@ func TestSessionEndsWhenLeaseRevoked(t *testing.T) {
 	srv := startEtcd(t)
 	c := newClient(t, srv.Endpoints()...)
 	ctx := context.Background()
-	s, err := placement.NewSession(ctx, c, 2*time.Second, 500*time.Millisecond, 300*time.Millisecond, nil)
+	s, err := placement.NewSession(ctx, c, 2*time.Second, 500*time.Millisecond, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestSessionEndsWhenLeaseRevoked(t *testing.T) {
 	if !errors.Is(s.Err(), placement.ErrLeaseLost) || s.Valid() {
 		t.Fatalf("err %v, valid %v", s.Err(), s.Valid())
 	}
-	if _, err := placement.NewSession(ctx, c, time.Second, time.Second, time.Second, nil); !errors.Is(err, placement.ErrInvalidConfig) {
+	if _, err := placement.NewSession(ctx, c, time.Second, time.Second, time.Second); !errors.Is(err, placement.ErrInvalidConfig) {
 		t.Fatalf("bad session timers accepted: %v", err)
 	}
 }

@@ -40,7 +40,9 @@ type Session struct {
 	ttl      time.Duration
 	margin   time.Duration
 	interval time.Duration
-	suspend  *atomic.Bool // fault hook; nil or false when off
+	// suspended, when set, returns non-nil while keepalives are suspended
+	// (Agent.suspended: Faults.KeepalivesSuspended, or a crash).
+	suspended func() <-chan struct{}
 
 	deadline atomic.Int64 // nanoseconds since epochBase, monotonic
 
@@ -59,10 +61,15 @@ func monoNow() int64 { return int64(time.Since(epochBase)) }
 
 // NewSession grants a lease of ttl (whole seconds) and starts keeping it
 // alive every interval. margin is subtracted from the TTL for the local
-// deadline. suspend, when non-nil and true, makes the loop skip its
-// keepalives (a fault hook that models a paused process). The session's
-// goroutine ends when the session ends; call Close to end it early.
-func NewSession(ctx context.Context, client *clientv3.Client, ttl, margin, interval time.Duration, suspend *atomic.Bool) (*Session, error) {
+// deadline. The session's goroutine ends when the session ends; call
+// Close to end it early.
+func NewSession(ctx context.Context, client *clientv3.Client, ttl, margin, interval time.Duration) (*Session, error) {
+	return newSession(ctx, client, ttl, margin, interval, nil)
+}
+
+// newSession is NewSession whose loop skips its keepalives while
+// suspended, when set, returns non-nil.
+func newSession(ctx context.Context, client *clientv3.Client, ttl, margin, interval time.Duration, suspended func() <-chan struct{}) (*Session, error) {
 	if ttl < time.Second || margin <= 0 || margin >= ttl || interval <= 0 || interval >= ttl-margin {
 		return nil, fmt.Errorf("%w: session ttl %v, margin %v, interval %v", ErrInvalidConfig, ttl, margin, interval)
 	}
@@ -73,14 +80,14 @@ func NewSession(ctx context.Context, client *clientv3.Client, ttl, margin, inter
 	}
 	granted := time.Duration(resp.TTL) * time.Second
 	s := &Session{
-		client:   client,
-		id:       resp.ID,
-		ttl:      granted,
-		margin:   margin,
-		interval: interval,
-		suspend:  suspend,
-		done:     make(chan struct{}),
-		exited:   make(chan struct{}),
+		client:    client,
+		id:        resp.ID,
+		ttl:       granted,
+		margin:    margin,
+		interval:  interval,
+		suspended: suspended,
+		done:      make(chan struct{}),
+		exited:    make(chan struct{}),
 	}
 	s.deadline.Store(sent + int64(granted-margin))
 	// The loop's context is detached from ctx on purpose: ctx bounds the
@@ -175,7 +182,7 @@ func (s *Session) loop(ctx context.Context) {
 			continue
 		case <-tick.C:
 		}
-		if s.suspend != nil && s.suspend.Load() {
+		if s.suspended != nil && s.suspended() != nil {
 			continue
 		}
 		sent := monoNow()

@@ -91,9 +91,12 @@ type Cluster struct {
 	pgSchema  string
 	client    *cluster.Client
 
+	partition *partition // gossip cuts (Isolate), consulted by every node's Faults
+
 	mu     sync.Mutex
 	nodes  []*cluster.Node // in the order their IDs first started
 	admins []string        // admin address of node i, kept across restarts
+	faults []*Faults       // fault seam of node i (nil: not a *Faults)
 }
 
 var seq struct {
@@ -146,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 		cfg.CA = ca
 	}
-	c := &Cluster{cfg: cfg}
+	c := &Cluster{cfg: cfg, partition: &partition{}}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -243,8 +246,9 @@ func NodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
 // NodeConfig returns the configuration of a node with the given ID in this
 // cluster: local timers, the cluster's etcd, store, prefix, shard count,
 // gossip keys, logger, tracing and Config.AdminAddr, a certificate from
-// the CA, and the gossip addresses of the other nodes to join. The caller
-// may change it before StartNode.
+// the CA, the gossip addresses of the other nodes to join, and a new
+// Faults (Cluster.Faults once the node started). The caller may change it
+// before StartNode.
 func (c *Cluster) NodeConfig(id string) (cluster.Config, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -273,6 +277,7 @@ func (c *Cluster) NodeConfig(id string) (cluster.Config, error) {
 			cfg.Join = append(cfg.Join, n.GossipAddr())
 		}
 	}
+	cfg.Faults = newFaults(c.partition)
 	return cfg, nil
 }
 
@@ -297,9 +302,11 @@ func (c *Cluster) StartNode(ctx context.Context, cfg cluster.Config, kinds ...ac
 	if i == len(c.nodes) {
 		c.nodes = append(c.nodes, nil)
 		c.admins = append(c.admins, "")
+		c.faults = append(c.faults, nil)
 	}
 	c.nodes[i] = n
 	c.admins[i] = n.AdminAddr()
+	c.faults[i], _ = cfg.Faults.(*Faults)
 	return n, nil
 }
 
@@ -393,23 +400,33 @@ func (c *Cluster) Owner(ref actors.Ref) int {
 	return -1
 }
 
-// Unserved returns the shards n holds in placement that its entity host
-// does not serve: calls for them are answered NotHere. A short-lived
-// difference is normal (between acquiring and serving); a lasting one is a
-// stuck shard.
-func Unserved(n *cluster.Node) []uint32 {
-	served := n.Host().Owned()
-	var out []uint32
-	for s := range n.Owned() {
-		if _, ok := served[s]; !ok {
-			out = append(out, s)
-		}
-	}
-	return out
+// Faults returns the fault seam of node i, as NodeConfig made it for the
+// node now in place i (nil if its Config.Faults was changed to something
+// else).
+func (c *Cluster) Faults(i int) *Faults {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.faults[i]
 }
 
-// Kill crashes node i (cluster.Node.Kill).
-func (c *Cluster) Kill(i int) { c.Node(i).Kill() }
+// Kill crashes node i (Faults.Kill) and waits until it has stopped.
+func (c *Cluster) Kill(ctx context.Context, i int) error {
+	f := c.Faults(i)
+	if f == nil {
+		return fmt.Errorf("clustertest: node %d has no clustertest.Faults", i)
+	}
+	f.Kill()
+	return c.Node(i).Shutdown(ctx) // after a crash: waits for it
+}
+
+// Isolate cuts gossip between the nodes whose gossip addresses
+// (cluster.Node.GossipAddr) are given and all others, both ways, until
+// Heal; isolating again replaces the previous split. It cuts gossip
+// only: etcd and calls between nodes still go through.
+func (c *Cluster) Isolate(gossipAddrs ...string) { c.partition.isolate(gossipAddrs) }
+
+// Heal ends an Isolate.
+func (c *Cluster) Heal() { c.partition.isolate(nil) }
 
 // Restart starts a new node with node i's ID, hosting Config.Kinds, after
 // Kill or Shutdown. It serves its admin endpoint, if node i had one, on
@@ -485,14 +502,23 @@ func (c *Cluster) WaitSettled(ctx context.Context) error {
 	}
 }
 
-// Close shuts the client and every node down (gracefully while ctx lasts),
-// closes the store it opened (dropping the PostgreSQL schema it made), and
-// stops the embedded etcd.
+// Close shuts the client and every node down (gracefully while ctx lasts;
+// paused nodes are resumed and gossip healed first), closes the store it
+// opened (dropping the PostgreSQL schema it made), and stops the embedded
+// etcd.
 func (c *Cluster) Close(ctx context.Context) error {
 	var errs []error
 	if c.client != nil {
 		errs = append(errs, c.client.Close())
 	}
+	c.Heal()
+	c.mu.Lock()
+	for _, f := range c.faults {
+		if f != nil {
+			f.Resume()
+		}
+	}
+	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, n := range c.Nodes() {
 		wg.Add(1)

@@ -13,6 +13,13 @@
 // node and bring it back under its ID. Settled and Converged tell whether
 // a set of nodes owns every shard, for callers that poll.
 //
+// Faults are injected through each node's fault seam (cluster.Faults),
+// which NodeConfig sets to a Faults of its own: Cluster.Faults(i).Pause
+// and Resume freeze and thaw node i as SIGSTOP and SIGCONT would,
+// Cluster.Kill crashes it, and Cluster.Isolate and Heal cut and restore
+// gossip between groups of nodes. A node built without this package has
+// no fault seam, at no cost.
+//
 // Nothing here imports testing: a test passes t.TempDir() as Config.Dir,
 // turns errors into failures and closes what it starts.
 package clustertest

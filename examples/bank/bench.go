@@ -33,7 +33,7 @@ at each, e.g.
   go run ./examples/bank bench --approaches pg-row,ordo-pg,ordo,etcd --zipf 1.1 --concurrency 32,256 --pg $PG
 
 For ordo, a pause freezes the node owning the transfer's source account
-(cluster.Node.Pause) right after the transfer was submitted, so the pause
+(clustertest.Faults.Pause) right after the transfer was submitted, so the pause
 outlasts that node's lease exactly as it outlasts a lock's TTL elsewhere.`,
 		DisableFlagParsing: true,
 		Args:               cobra.ArbitraryArgs,

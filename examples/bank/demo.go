@@ -334,7 +334,10 @@ func crashAndRestart(ctx context.Context, cl *clustertest.Cluster, start time.Ti
 	}
 	fo.probed = len(probes)
 	killed := time.Now()
-	cl.Kill(victimIdx)
+	if err := cl.Kill(ctx, victimIdx); err != nil {
+		fo.err = fmt.Errorf("demo: killing %s: %w", fo.victim, err)
+		return fo
+	}
 	fo.killedAt = killed.Sub(start)
 
 	var wg sync.WaitGroup

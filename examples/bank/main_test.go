@@ -203,12 +203,14 @@ func TestEndToEndLoadCrashCheck(t *testing.T) {
 	}()
 	// Crash n3 once the load has made it write.
 	testutil.Eventually(t, 30*time.Second, 10*time.Millisecond, func() error {
-		if w := cl.Node(2).Host().Stats().Batch.Writes; w < 20 {
+		if w := cl.Node(2).Status().Host.Batch.Writes; w < 20 {
 			return fmt.Errorf("the load made %d writes on n3, want 20", w)
 		}
 		return nil
 	})
-	cl.Kill(2)
+	if err := cl.Kill(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
 	if err := cl.Restart(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +390,9 @@ func TestScheduledTransferEndToEnd(t *testing.T) {
 	}
 	owner := cl.Owner(ledger.TransferRef("acct-000000", "sched-1"))
 	if time.Now().Before(start) {
-		cl.Kill(owner) // the reminder is in the store, not on the node
+		if err := cl.Kill(ctx, owner); err != nil { // the reminder is in the store, not on the node
+			t.Fatal(err)
+		}
 		if err := cl.Restart(ctx, owner); err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,9 @@
 // data stopping while it has work in flight. So when the lab attaches a
 // pause to a transfer, the approach submits the transfer (the saga has
 // started and will debit the source), calls lab.Pausing, and pauses the node
-// that owns the source account with cluster.Node.Pause for the requested
-// time: its lease keepalives stop and its entities freeze with the debit
+// that owns the source account through its fault seam
+// (clustertest.Faults.Pause) for the requested time: its lease
+// keepalives stop and its entities freeze with the debit
 // and credit steps queued or in flight. With a pause longer than the lease
 // TTL, another node takes the shard over, fences the store and carries on;
 // when the paused node resumes, whatever it writes under its old epoch is
@@ -159,11 +160,11 @@ func (a *Approach) pause(account string, d time.Duration) {
 		return
 	}
 	defer a.pausing[i].Store(false)
-	n := a.cl.Node(i)
+	f := a.cl.Faults(i)
 	a.pauses.Add(1)
-	n.Pause()
+	f.Pause()
 	time.Sleep(d) // the pause itself: the node is frozen meanwhile
-	n.Resume()
+	f.Resume()
 }
 
 // Cluster returns the approach's cluster (nil before Setup).

@@ -36,7 +36,7 @@ func TestClientCannotCreditDirectly(t *testing.T) {
 
 	activations := func() (n uint64) {
 		for _, node := range cl.Nodes() {
-			n += node.Host().Stats().Activations
+			n += node.Status().Host.Activations
 		}
 		return n
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
@@ -81,15 +82,15 @@ func TestTransferSurvivesACrashAtEveryStep(t *testing.T) {
 
 func crashAt(t *testing.T, at int64, f fault) {
 	st := &crashStore{Store: memory.New(), at: at, fault: f}
-	h, reown := reowningHost(t, st, nil)
+	h, reown, gate := reowningHost(t, st, nil)
 	var crashed atomic.Bool
 	st.crash = func() {
 		crashed.Store(true)
-		h.Pause() // nothing runs after this acknowledgement until the crash
+		gate.Pause() // nothing runs after this acknowledgement until the crash
 		go func() {
 			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
 			reown() // the node is back, under new epochs
-			h.Resume()
+			gate.Resume()
 		}()
 	}
 	inv := retrying{h: h, reown: reown}
@@ -147,7 +148,7 @@ func crashAt(t *testing.T, at int64, f fault) {
 // reowningHost starts a host with the ledger's kinds over st, owning every
 // shard; reown owns again, under new epochs, the shards it gave up (as
 // placement would), and runs by itself when a lost write drops a shard.
-func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func()) {
+func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func(), *clustertest.Faults) {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 16
@@ -168,7 +169,8 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 			}
 		}
 	}
-	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }},
+	f := &clustertest.Faults{} // the host's fault seam: only its Pause of the entities matters here
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }, Faults: f},
 		ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
@@ -181,7 +183,7 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 		require.NoError(t, h.Shutdown(ctx))
 		st.Close()
 	})
-	return h, reown
+	return h, reown, f
 }
 
 // retrying is a client: it retries retryable answers with the same
@@ -232,7 +234,7 @@ func storedAccount(t *testing.T, h *actors.Host, id string) *bankpb.Account {
 // a transfer that moved money.
 func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 	st := &crashStore{Store: memory.New(), at: 2, fault: loseWrite}
-	h, reown := reowningHost(t, st, func(c *actors.HostConfig) { c.DedupWindow = 2 })
+	h, reown, _ := reowningHost(t, st, func(c *actors.HostConfig) { c.DedupWindow = 2 })
 	inv := retrying{h: h, reown: reown}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -280,14 +282,14 @@ func TestRejectionIsAnsweredOnlyOnceDurable(t *testing.T) {
 // accounts' settle reminders activate it, and it tells them to forget it.
 func TestLostForgetIsSettled(t *testing.T) {
 	st := &outcomeCrashStore{Store: memory.New()}
-	h, reown := reowningHost(t, st, nil)
+	h, reown, gate := reowningHost(t, st, nil)
 	crashed := make(chan struct{})
 	st.crash = func() {
-		h.Pause() // nothing runs after this acknowledgement until the crash
+		gate.Pause() // nothing runs after this acknowledgement until the crash
 		go func() {
 			h.DropAll(fmt.Errorf("%w: crashed", actors.ErrNotHere))
 			reown() // the node is back, under new epochs
-			h.Resume()
+			gate.Resume()
 			close(crashed)
 		}()
 	}

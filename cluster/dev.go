@@ -249,8 +249,11 @@ func (d *Dev) closeStore() {
 	}
 }
 
-// Host returns the node's entity host (for stats and tests).
-func (d *Dev) Host() *actors.Host { return d.host }
+// Owned returns the shards the node serves and their epochs.
+func (d *Dev) Owned() map[uint32]int64 { return d.host.Owned() }
+
+// Stats returns the node's host counters.
+func (d *Dev) Stats() actors.HostStats { return d.host.Stats() }
 
 // Store returns the node's store: a test may read what its entities made
 // durable, or, with the default memory store, inject faults.

@@ -143,7 +143,7 @@ func TestDevUnknownOutcomeServesShardAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 6, v.Value)
 	require.Equal(t, cluster.DevEpoch+1, st.FenceOf(shard))
-	require.Equal(t, cluster.DevEpoch+1, d.Host().Owned()[shard])
+	require.Equal(t, cluster.DevEpoch+1, d.Owned()[shard])
 	g, err := cluster.Call[*testpb.Value](ctx, d, counter("u"), &testpb.Get{})
 	require.NoError(t, err)
 	require.EqualValues(t, 6, g.Value)
@@ -163,7 +163,7 @@ func TestDevFencedShardIsGivenUp(t *testing.T) {
 	defer cancel()
 	_, err := cluster.Call[*testpb.Value](short, d, ref, &testpb.Add{Delta: 1})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	_, held := d.Host().Owned()[shard]
+	_, held := d.Owned()[shard]
 	require.False(t, held)
 	require.EqualValues(t, 100, st.FenceOf(shard))
 	for i := 0; ; i++ {

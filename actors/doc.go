@@ -26,9 +26,12 @@
 //     valid.
 //
 //   - Dedup. Every call carries a request ID. The entity stores the IDs and
-//     replies of its most recent requests (HostConfig.DedupWindow) in the
-//     same record as its state; a repeated ID gets the stored reply and runs
-//     nothing.
+//     replies of its most recent requests (HostConfig.DedupWindow) written
+//     atomically with its state: the newest in its record, the older ones in
+//     a dedup record of its own (kind "<kind>/dedup", same shard, same
+//     Save), which a write rewrites only every 16 replies, so that a write
+//     costs a few replies' bytes, not the whole window's. A repeated ID gets
+//     the stored reply and runs nothing.
 //
 //   - Failures. A write rejected by fencing, or one whose outcome the store
 //     could not report, drops the whole shard: its entities stop, their

@@ -71,19 +71,13 @@ func TestDedupEntriesStoredWholeStillAnswer(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := testCtx(t)
 	const id = "old-1"
-	payload, err := anypb.New(&testpb.Add{Delta: 5})
-	require.NoError(t, err)
-	hash := fnv.New64a()
-	hash.Write([]byte(payload.TypeUrl))
-	hash.Write([]byte{0})
-	hash.Write(payload.Value)
 	reply, err := anypb.New(&testpb.Value{Value: 9})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(reply.TypeUrl, "type.googleapis.com/"))
 	state, err := proto.Marshal(&testpb.Counter{Value: 9})
 	require.NoError(t, err)
 	data, err := proto.Marshal(&ordopb.EntityRecord{State: state, Epoch: 1, Seq: 1, Recent: []*ordopb.DedupEntry{{
-		RequestId: id, Reply: &ordopb.Reply{RequestId: id, Payload: reply}, PayloadHash: hash.Sum64(),
+		RequestId: id, Reply: &ordopb.Reply{RequestId: id, Payload: reply}, PayloadHash: payloadHashOf(t, &testpb.Add{Delta: 5}),
 	}}})
 	require.NoError(t, err)
 	r := ref("legacy")
@@ -150,6 +144,19 @@ func TestHostStatsCountDedupEntries(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 6, v.Value, "the retry's stored reply")
 	entries(4)
+}
+
+// payloadHashOf is the payload hash a dedup entry keeps of a request of
+// m: FNV-1a 64 of its type URL, a zero byte and its bytes.
+func payloadHashOf(t *testing.T, m proto.Message) uint64 {
+	t.Helper()
+	payload, err := anypb.New(m)
+	require.NoError(t, err)
+	hash := fnv.New64a()
+	hash.Write([]byte(payload.TypeUrl))
+	hash.Write([]byte{0})
+	hash.Write(payload.Value)
+	return hash.Sum64()
 }
 
 // storedDedup returns the dedup record of a counter (nil: none).
@@ -256,14 +263,9 @@ func TestDedupWindowOfOlderRecords(t *testing.T) {
 	for i := range 30 {
 		reply, err := anypb.New(&testpb.Value{Value: int64(i + 1)})
 		require.NoError(t, err)
-		payload, err := anypb.New(&testpb.Add{Delta: 1})
-		require.NoError(t, err)
-		hash := fnv.New64a()
-		hash.Write([]byte(payload.TypeUrl))
-		hash.Write([]byte{0})
-		hash.Write(payload.Value)
 		id := fmt.Sprintf("older-%d", i)
-		recent = append(recent, &ordopb.DedupEntry{RequestId: id, Reply: &ordopb.Reply{RequestId: id, Payload: reply}, PayloadHash: hash.Sum64()})
+		recent = append(recent, &ordopb.DedupEntry{RequestId: id, Reply: &ordopb.Reply{RequestId: id, Payload: reply},
+			PayloadHash: payloadHashOf(t, &testpb.Add{Delta: 1})})
 	}
 	state, err := proto.Marshal(&testpb.Counter{Value: 30})
 	require.NoError(t, err)

@@ -613,17 +613,29 @@ func (q *queue) waitsFor(deps []writeDep, target *pending) bool {
 			stack = append(stack, c)
 		}
 	}
-	seen := make(map[*pending]bool)
+	// Usually a few writes are visited: a scan of seen costs less than a
+	// map until there are many.
+	var seen []*pending
+	var seenMap map[*pending]bool
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if p == target {
 			return true
 		}
-		if seen[p] {
+		if seenMap != nil {
+			if seenMap[p] {
+				continue
+			}
+			seenMap[p] = true
+		} else if slices.Contains(seen, p) {
 			continue
+		} else if seen = append(seen, p); len(seen) > 32 {
+			seenMap = make(map[*pending]bool, 2*len(seen))
+			for _, o := range seen {
+				seenMap[o] = true
+			}
 		}
-		seen[p] = true
 		if prev := q.before(p); prev != nil {
 			stack = append(stack, prev)
 		}

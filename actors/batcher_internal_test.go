@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 )
 
@@ -92,5 +94,66 @@ func TestQueueWaitsStayAcyclic(t *testing.T) {
 	}
 	if a.durable.Load() != 3 || c.durable.Load() != 2 {
 		t.Fatalf("durable a:%d c:%d, want a:3 c:2", a.durable.Load(), c.durable.Load())
+	}
+}
+
+// A write the store refused as too large (with the others of its group)
+// is not merged into its entity's newer queued write when that one waits
+// for a co-located write: the writes that waited for the refused one would
+// then wait for the newer one, which waits for them.
+func TestRequeueKeepsWaitsAcyclic(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := memory.New()
+	defer store.Close()
+	if err := store.Fence(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	q := newQueue(newBatcher(store, DefaultLocalConfig(), nil), ctx)
+	sh := &shardState{id: 0, epoch: 1}
+	en := func(id string) *entry { return &entry{ref: Ref{Kind: "k", ID: id}, shard: sh} }
+	x, y, z := en("x"), en("y"), en("z")
+	w := func(e *entry, seq uint64, after ...writeDep) write {
+		return write{ref: e.ref, en: e, epoch: 1, seq: seq, after: after, done: func(error) {}}
+	}
+	q.add(w(x, 1))
+	q.add(w(z, 1))
+	if !q.flush() {
+		t.Fatal("x:1 and z:1 not sent")
+	}
+	sent := <-q.results
+	// Meanwhile y takes x's message (y:1 waits for x:1) and answers with
+	// one of its own (x:2 waits for y:1).
+	q.add(w(y, 1, writeDep{x, 1}))
+	q.add(w(x, 2, writeDep{y, 1}))
+	// The store refuses the group of x:1 and z:1 as too large.
+	q.settle(saveResult{id: sent.id, batch: sent.batch,
+		outcome: map[uint32]error{0: fmt.Errorf("group: %w", persistence.ErrTooLarge)}})
+
+	for round := 0; len(q.order) > 0; round++ {
+		if round > 10 {
+			t.Fatalf("writes left unsent: %v", q.order)
+		}
+		if !q.flush() {
+			t.Fatalf("round %d: nothing could be sent of %v", round, q.order)
+		}
+		res := <-q.results
+		for _, p := range res.batch {
+			for _, d := range p.after {
+				if d.en.durable.Load() < d.seq {
+					in := false
+					for _, o := range res.batch {
+						in = in || o.w.en == d.en && o.w.seq >= d.seq
+					}
+					if !in {
+						t.Fatalf("round %d: %s:%d sent before %s:%d", round, p.w.ref.ID, p.w.seq, d.en.ref.ID, d.seq)
+					}
+				}
+			}
+		}
+		q.settle(res)
+	}
+	if x.durable.Load() != 2 || y.durable.Load() != 1 || z.durable.Load() != 1 {
+		t.Fatalf("durable x:%d y:%d z:%d, want 2 1 1", x.durable.Load(), y.durable.Load(), z.durable.Load())
 	}
 }

@@ -77,6 +77,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/requeue-keeps-waits-acyclic",
+		Guard: "liveness: a write refused as too large is not merged into a newer one that waits for a co-located write",
+		File:  "actors/batcher.go",
+		Orig:  `			len(p.after) == 0 && len(o.after) == 0 {`,
+		Repl:  `			true {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/dedup-window-from-both-records",
 		Guard: "S3: a retry is recognised after a reload when its reply is in the entity's dedup record",
 		File:  "actors/entity.go",

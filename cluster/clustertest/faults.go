@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/ordo-actors/ordo/cluster"
 )
@@ -19,7 +20,7 @@ type Faults struct {
 	keepalives hold // keepalives are suspended
 
 	mu      sync.Mutex
-	crashed chan struct{} // made on first use; closed by Kill
+	crashed atomic.Pointer[chan struct{}] // made on first use; closed by Kill
 	killed  bool
 }
 
@@ -67,8 +68,12 @@ func (f *Faults) Paused() <-chan struct{} { return f.entities.held() }
 // KeepalivesSuspended implements cluster.Faults.
 func (f *Faults) KeepalivesSuspended() <-chan struct{} { return f.keepalives.held() }
 
-// Crashed implements cluster.Faults.
+// Crashed implements cluster.Faults. The node's entities ask it before
+// each message: it takes no lock once the channel is made.
 func (f *Faults) Crashed() <-chan struct{} {
+	if ch := f.crashed.Load(); ch != nil {
+		return *ch
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.crashedLocked()
@@ -76,10 +81,12 @@ func (f *Faults) Crashed() <-chan struct{} {
 
 // crashedLocked returns f.crashed, made on first use. f.mu is held.
 func (f *Faults) crashedLocked() chan struct{} {
-	if f.crashed == nil {
-		f.crashed = make(chan struct{})
+	if ch := f.crashed.Load(); ch != nil {
+		return *ch
 	}
-	return f.crashed
+	ch := make(chan struct{})
+	f.crashed.Store(&ch)
+	return ch
 }
 
 // Cut implements cluster.Faults: gossip is cut between the nodes
@@ -87,34 +94,36 @@ func (f *Faults) crashedLocked() chan struct{} {
 func (f *Faults) Cut(from, to string) bool { return f.partition != nil && f.partition.cut(from, to) }
 
 // hold is one part of a node held still: while held, a channel that
-// release closes.
+// release closes. held, asked before every message, takes no lock.
 type hold struct {
-	mu sync.Mutex
-	ch chan struct{} // nil while not held
+	mu sync.Mutex                    // serialises hold and release
+	ch atomic.Pointer[chan struct{}] // nil while not held
 }
 
 func (h *hold) hold() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ch == nil {
-		h.ch = make(chan struct{})
+	if h.ch.Load() == nil {
+		ch := make(chan struct{})
+		h.ch.Store(&ch)
 	}
 }
 
 func (h *hold) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ch != nil {
-		close(h.ch)
-		h.ch = nil
+	if ch := h.ch.Load(); ch != nil {
+		close(*ch)
+		h.ch.Store(nil)
 	}
 }
 
 // held returns nil while not held, else a channel closed on release.
 func (h *hold) held() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ch
+	if ch := h.ch.Load(); ch != nil {
+		return *ch
+	}
+	return nil
 }
 
 // partition is the gossip partition of a cluster's nodes.

@@ -83,10 +83,11 @@ func clamp(v, lo, hi time.Duration) time.Duration { return min(max(v, lo), hi) }
 // an interval (10 s to 1 min), none in the last d/8 (15 s to 2 min); a
 // sample every d/12 (5 s to 1 min) unless sampleEvery is set; the judged
 // window is the load's second half, at most 10 minutes; readings within
-// two samples (at least 20 s) of a process's start are left out. For 30
-// minutes: a fault every 3 minutes, a sample a minute, minutes 20 to 30
+// two samples (at least a minute) of a process's start are left out. For
+// 30 minutes: a fault every 3 minutes, a sample a minute, minutes 20 to 30
 // judged; for 2 minutes: faults at about 15, 45 and 75 s, a sample every
-// 10 s, the last minute judged.
+// 10 s, the last minute judged (a process restarted by one of the last two
+// faults then has too few readings in it to be judged).
 func (c *Config) Scale(faultEvery, sampleEvery time.Duration) {
 	d := c.Chaos.Duration
 	c.Chaos.Interval = faultEvery
@@ -100,7 +101,11 @@ func (c *Config) Scale(faultEvery, sampleEvery time.Duration) {
 		c.SampleEvery = clamp(d/12, 5*time.Second, time.Minute)
 	}
 	c.Window = min(d/2, 10*time.Minute)
-	c.Settle = max(2*c.SampleEvery, 20*time.Second)
+	// A process's memory rises for its first minutes (heaps, caches,
+	// connection buffers, the actor registry) however short the soak:
+	// judged within its first minute, a process restarted late in a short
+	// soak would fail on its warm-up alone.
+	c.Settle = max(2*c.SampleEvery, time.Minute)
 }
 
 // Validate reports the first invalid setting.

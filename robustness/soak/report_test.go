@@ -16,7 +16,7 @@ import (
 )
 
 // fakeRun fills a sampler as a 4-minute soak of two nodes and an etcd
-// member would, read every 10 s, with node n2 killed at 150 s, under a
+// member would, read every 10 s, with node n2 killed at 130 s, under a
 // load whose transfer rate climbs from 50/s to 150/s; grow adds that much
 // per second to n1's goroutines, leak as many entities that never
 // passivate. It returns the transfers' submission times too.
@@ -26,7 +26,7 @@ func fakeRun(t *testing.T, grow, leak float64, pending int) (Config, *chaos.Repo
 	cfg.Scale(0, 10*time.Second)
 	s := testSampler()
 	start := s.start
-	s.starts = map[string]map[int]float64{"n1": {1: -5}, "n2": {1: -5, 2: 152}, "e1": {1: -10}}
+	s.starts = map[string]map[int]float64{"n1": {1: -5}, "n2": {1: -5, 2: 132}, "e1": {1: -10}}
 	s.members = map[string]bool{"n1": false, "n2": false, "e1": true}
 	var calls []float64
 	for at := 0.0; at < 240; at += 1 / (50 + at*100/240) {
@@ -40,11 +40,11 @@ func fakeRun(t *testing.T, grow, leak float64, pending int) (Config, *chaos.Repo
 		s.record(seriesGoroutines, "n1", at, 100+grow*at+float64(int(at)%30)/10, 1)
 		s.record(seriesRSS, "n1", at, 80<<20+float64(int(at)%40)*(1<<20), 1)
 		share := 0.5
-		if at >= 150 && at <= 152 {
+		if at >= 130 && at <= 132 {
 			share = 1 // n2 is down: n1 has its shards
 		} else {
 			inc := 1
-			if at > 152 {
+			if at > 132 {
 				inc = 2
 			}
 			s.record(seriesGoroutines, "n2", at, 90, inc)
@@ -65,7 +65,7 @@ func fakeRun(t *testing.T, grow, leak float64, pending int) (Config, *chaos.Repo
 	}
 	crep := &chaos.Report{OK: true, Dir: t.TempDir(), LoadStart: start, Check: chaos.CheckVerdict{OK: true},
 		Faults: []chaos.FaultReport{{Fault: chaos.Fault{Index: 0, Kind: chaos.KindKill, Node: 1},
-			Target: "n2", Start: start.Add(150 * time.Second), End: start.Add(152 * time.Second), Recovered: true}}}
+			Target: "n2", Start: start.Add(130 * time.Second), End: start.Add(132 * time.Second), Recovered: true}}}
 	return cfg, crep, s, calls
 }
 
@@ -112,7 +112,7 @@ func TestBuildPasses(t *testing.T) {
 			t.Fatalf("dedup total of %d rounds, want the 24 that read both nodes", len(ser.Points))
 		}
 	}
-	if len(rep.Faults) != 1 || rep.Faults[0].AtS != 150 || rep.Faults[0].Kind != "kill" {
+	if len(rep.Faults) != 1 || rep.Faults[0].AtS != 130 || rep.Faults[0].Kind != "kill" {
 		t.Fatalf("faults %+v", rep.Faults)
 	}
 	if !strings.Contains(rep.Summary(), "bank soak PASS") || !strings.Contains(rep.Markdown(), "Theil-Sen") {
@@ -169,7 +169,7 @@ func TestReportFiles(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.OK || len(back.Series) != len(rep.Series) || back.Lifetimes["n2"][2] != 152 || back.Rule == "" {
+	if back.OK || len(back.Series) != len(rep.Series) || back.Lifetimes["n2"][2] != 132 || back.Rule == "" {
 		t.Fatalf("read back: ok=%v, %d series, lifetimes %v", back.OK, len(back.Series), back.Lifetimes)
 	}
 
@@ -254,8 +254,8 @@ func TestScale(t *testing.T) {
 		interval, sample, window, idle, settle time.Duration
 	}{
 		{30 * time.Minute, 3 * time.Minute, time.Minute, 10 * time.Minute, 15 * time.Second, 2 * time.Minute},
-		{2 * time.Minute, 30 * time.Second, 10 * time.Second, time.Minute, 15 * time.Second, 20 * time.Second},
-		{4 * time.Minute, time.Minute, 20 * time.Second, 2 * time.Minute, 15 * time.Second, 40 * time.Second},
+		{2 * time.Minute, 30 * time.Second, 10 * time.Second, time.Minute, 15 * time.Second, time.Minute},
+		{4 * time.Minute, time.Minute, 20 * time.Second, 2 * time.Minute, 15 * time.Second, time.Minute},
 	} {
 		cfg := DefaultConfig(c.d)
 		if cfg.Chaos.Interval != c.interval || cfg.SampleEvery != c.sample || cfg.Window != c.window ||

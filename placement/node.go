@@ -73,8 +73,8 @@ type Agent struct {
 	table  *Table
 
 	crashing atomic.Bool // Config.Faults crashed the node: no keepalive or new session from now on
-	started atomic.Bool
-	kick    chan struct{}
+	started  atomic.Bool
+	kick     chan struct{}
 
 	cbMu   sync.Mutex
 	liveMu sync.Mutex // serialises SetLive

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,7 +13,7 @@ import (
 const mailboxThroughput = 300
 
 // workerIdle is how long a pool worker with nothing to run waits for work
-// before it exits (between one and two of these).
+// before it exits.
 const workerIdle = time.Second
 
 // pool runs the entities' mailboxes. protoactor hands a dispatcher each
@@ -21,50 +23,106 @@ const workerIdle = time.Second
 // A pool hands runs to goroutines that finished one and kept their grown
 // stacks, and starts a goroutine only when none is idle, so a run never
 // waits for another (a handler may block: a fault pause (HostDeps.Faults), a slow hook).
+//
+// A run goes to the worker that became idle last (a stack, not a queue),
+// so after a burst the load stays on as few workers as it needs and the
+// others, left without work, exit after idle: handing runs round to
+// every idle worker would keep all of them alive for as long as the load
+// lasts.
 type pool struct {
-	work chan func()
-	stop chan struct{}
+	idle time.Duration
+
+	mu      sync.Mutex
+	free    []*worker // idle workers, the most recently idle last
+	closed  bool
+	workers atomic.Int64 // live workers, for tests
+}
+
+// worker is one pool goroutine; run hands it its next function (nil: exit).
+type worker struct {
+	run  chan func()
+	free bool // in pool.free; guarded by pool.mu
 }
 
 var _ actor.Dispatcher = (*pool)(nil)
 
-func newPool() *pool {
-	return &pool{work: make(chan func()), stop: make(chan struct{})}
-}
+func newPool() *pool { return &pool{idle: workerIdle} }
 
-// Schedule runs fn on an idle worker, or on a new one.
+// Schedule runs fn on the most recently idle worker, or on a new one.
 func (p *pool) Schedule(fn func()) {
-	select {
-	case p.work <- fn:
-	default:
-		go p.worker(fn)
+	p.mu.Lock()
+	if n := len(p.free); n > 0 && !p.closed {
+		w := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		w.free = false
+		p.mu.Unlock()
+		w.run <- fn // buffered: the worker is waiting or about to
+		return
 	}
+	p.mu.Unlock()
+	p.workers.Add(1)
+	go p.work(&worker{run: make(chan func(), 1)}, fn)
 }
 
 // Throughput is the most messages a mailbox run handles.
 func (p *pool) Throughput() int { return mailboxThroughput }
 
 // close makes idle workers exit, and busy ones once their run ends.
-func (p *pool) close() { close(p.stop) }
+func (p *pool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, w := range p.free {
+		w.free = false
+		w.run <- nil
+	}
+	p.free = nil
+}
 
-func (p *pool) worker(fn func()) {
-	fn()
-	t := time.NewTimer(workerIdle)
+func (p *pool) work(w *worker, fn func()) {
+	defer p.workers.Add(-1)
+	t := time.NewTimer(p.idle)
 	defer t.Stop()
-	ran := false
 	for {
+		fn()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		w.free = true
+		p.free = append(p.free, w)
+		p.mu.Unlock()
+		t.Reset(p.idle)
 		select {
-		case fn := <-p.work:
-			fn()
-			ran = true
+		case fn = <-w.run:
 		case <-t.C:
-			if !ran {
+			p.mu.Lock()
+			if w.free { // not handed a run meanwhile: leave
+				p.remove(w)
+				p.mu.Unlock()
 				return
 			}
-			ran = false
-			t.Reset(workerIdle)
-		case <-p.stop:
+			p.mu.Unlock()
+			fn = <-w.run // Schedule took it off the stack: its run is coming
+		}
+		if fn == nil {
 			return
 		}
 	}
+}
+
+// remove takes idle worker w off the stack. Workers that time out are the
+// least recently idle, at the bottom. p.mu must be held.
+func (p *pool) remove(w *worker) {
+	for i, x := range p.free {
+		if x == w {
+			copy(p.free[i:], p.free[i+1:])
+			p.free[len(p.free)-1] = nil
+			p.free = p.free[:len(p.free)-1]
+			break
+		}
+	}
+	w.free = false
 }

@@ -85,6 +85,17 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/pool-most-recently-idle",
+		Guard: "resources: mailbox runs go to the most recently idle worker, so spare workers exit under a steady load",
+		File:  "actors/dispatch.go",
+		Orig: `		w := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]`,
+		Repl: `		w := p.free[0]
+		p.free = p.free[1:]`,
+		Pkgs: []string{"./actors"},
+	},
+	{
 		Name:  "actors/dedup-window-from-both-records",
 		Guard: "S3: a retry is recognised after a reload when its reply is in the entity's dedup record",
 		File:  "actors/entity.go",

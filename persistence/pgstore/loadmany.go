@@ -11,10 +11,14 @@ import (
 var _ persistence.BatchLoader = (*Store)(nil)
 
 // loadManySQL reads the records of the keys $1 (kinds) and $2 (ids), one
-// statement for them all.
+// statement for them all. Each key is looked up in the primary key on its
+// own (LATERAL … LIMIT 1, which the planner cannot flatten into a join): as
+// a join, a plan made while the table was small (a new store; statistics
+// not yet gathered) hashes the whole table on every read, and PostgreSQL
+// keeps that plan once the table has grown.
 func loadManySQL(schema string) string {
-	return `SELECT e.kind, e.id, e.shard, e.epoch, e.data, e.due FROM ` + pgx.Identifier{schema, "entities"}.Sanitize() + ` AS e
-JOIN unnest($1::text[], $2::text[]) AS k(kind, id) ON e.kind = k.kind AND e.id = k.id`
+	return `SELECT e.kind, e.id, e.shard, e.epoch, e.data, e.due FROM unnest($1::text[], $2::text[]) AS k(kind, id)
+CROSS JOIN LATERAL (SELECT * FROM ` + pgx.Identifier{schema, "entities"}.Sanitize() + ` AS x WHERE x.kind = k.kind AND x.id = k.id LIMIT 1) AS e`
 }
 
 // LoadMany implements persistence.BatchLoader with one statement (one

@@ -96,6 +96,15 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "pgstore/load-many-by-key",
+		Guard: "speed: a read of many records looks each up in the primary key, whatever plan PostgreSQL keeps",
+		File:  "persistence/pgstore/loadmany.go",
+		Orig:  "AND x.id = k.id LIMIT 1) AS e`",
+		Repl:  "AND x.id = k.id) AS e`",
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
 		Name:  "actors/dedup-window-from-both-records",
 		Guard: "S3: a retry is recognised after a reload when its reply is in the entity's dedup record",
 		File:  "actors/entity.go",

@@ -1,0 +1,4 @@
+package pgstore
+
+// LoadManySQL is loadManySQL, for the plan test.
+var LoadManySQL = loadManySQL

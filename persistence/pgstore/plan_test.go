@@ -1,0 +1,78 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/pgstore"
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
+	"github.com/stretchr/testify/require"
+)
+
+// LoadMany looks every key up in the primary key, with the plan
+// PostgreSQL keeps for a prepared statement (the generic plan) made while
+// the table was empty and without statistics, as in a new store: a plan
+// that joins the keys to the table hashes the whole table on every read
+// once the table has grown. The test makes the generic plan on the empty
+// table, fills the table, and checks the plan of a read of two keys.
+func TestLoadManyReadsByKeyWithPlanOfEmptyTable(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cfg := pgstore.DefaultConfig()
+	cfg.URL, cfg.Schema = url, schema
+	s, err := pgstore.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Close()
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `PREPARE load_many(text[], text[]) AS `+pgstore.LoadManySQL(schema))
+	require.NoError(t, err)
+	explain := func() string {
+		var b strings.Builder
+		rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY OFF) EXECUTE load_many('{k,k}', '{x-1,missing}')`,
+			pgx.QueryExecModeSimpleProtocol)
+		require.NoError(t, err)
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			b.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		return b.String()
+	}
+	explain() // the generic plan, made on the empty table
+
+	// Fill the table through the store, far beyond a few pages.
+	const n = 5000
+	require.NoError(t, s.Fence(ctx, 1, 1))
+	recs := make([]persistence.Record, 0, 250)
+	for i := range n {
+		recs = append(recs, persistence.Record{Kind: "k", ID: fmt.Sprintf("x-%d", i), Shard: 1, Epoch: 1, Data: make([]byte, 100)})
+		if len(recs) == cap(recs) {
+			outcome, err := s.Save(ctx, recs)
+			require.NoError(t, err)
+			require.NoError(t, outcome[1])
+			recs = recs[:0]
+		}
+	}
+
+	plan := explain()
+	require.NotContains(t, plan, "Seq Scan", "a read of two keys scans the table:\n%s", plan)
+	require.Contains(t, plan, "entities_pkey", "a read of two keys does not use the primary key:\n%s", plan)
+
+	got, err := s.LoadMany(ctx, []persistence.Key{{Kind: "k", ID: "x-1"}, {Kind: "k", ID: "missing"}, {Kind: "k", ID: fmt.Sprint("x-", n-1)}})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Contains(t, got, persistence.Key{Kind: "k", ID: "x-1"})
+	require.Contains(t, got, persistence.Key{Kind: "k", ID: fmt.Sprint("x-", n-1)})
+}

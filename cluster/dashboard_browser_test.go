@@ -175,6 +175,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, inspected, "counter/c1")
 	require.Contains(t, inspected, "shard"+shard)
 	require.Regexp(t, `record\s*seq [1-9]`, inspected)
+	// c1 is active: the inspector shows its writes as the entity and the
+	// batcher see them.
+	require.Regexp(t, `in memory\s*write [1-9][0-9]*, durable [1-9]`, inspected)
+	require.Regexp(t, `batcher\s*durable [1-9]`, inspected)
 	screenshot(t, ctx, dir, "dashboard-3-nodes.png")
 
 	before := nodes[2].Owned()

@@ -428,11 +428,48 @@ async function inspect(kind, id, quiet) {
       <span class="k">active</span><span>${e.active ? 'yes' : 'no'}, on ${esc(e.node)}</span>
       <span class="k">record</span><span>${rec.found ? `seq ${rec.seq} · ${rec.size} bytes (state ${rec.state_size}) · written at epoch ${rec.epoch || '–'} · ${rec.recent_requests} recent requests` : 'never saved'}</span>
       <span class="k">state type</span><span class="mono">${esc(rec.state_type)}</span>
+      ${runtimeRows(e.runtime)}
     </div>${e.error ? `<div class="note error">${esc(e.error)}</div>` : ''}<pre class="state">${esc(JSON.stringify(rec.state, null, 2))}</pre>`;
   } catch (err) {
     S.inspected = null;
     out.innerHTML = `<span class="error">${esc(err.message)}</span>`;
   }
+}
+
+// runtimeRows shows what an active entity waits for (actors.Runtime): its
+// writes not yet durable, the replies and messages held behind them, its
+// messages not yet answered and its writes queued in the batcher.
+function runtimeRows(rt) {
+  if (!rt) return '';
+  const ref = (r) => `${esc(r.Kind)}/${esc(r.ID)}`; // actors.Ref has no JSON tags
+  const rows = [];
+  const a = rt.actor;
+  if (a) {
+    const behind = a.seq - a.durable;
+    const flags = [a.passivating && 'passivating', a.stopping && 'stopping', rt.closing && 'closing'].filter(Boolean);
+    rows.push(['in memory', `write ${a.seq}, durable ${a.durable}${behind > 0 ? ` <span class="warn">(${behind} not durable)</span>` : ''}` +
+      ` · mailbox ${rt.mailbox}${rt.parked ? ` · ${rt.parked} parked` : ''}${flags.length ? ` · ${flags.join(', ')}` : ''}`]);
+    if (a.held || a.deferred) {
+      rows.push(['waiting', [a.held && `${a.held} held until write ${a.held_for} is durable`, a.deferred && `${a.deferred} deferred replies`].filter(Boolean).join(' · ')]);
+    }
+    if (a.outs && a.outs.length) {
+      rows.push(['messages out', a.outs.map((o) => `<div>→ <span class="mono">${ref(o.to)}</span> after write ${o.dep}, ` +
+        `attempt ${o.attempts}${o.colocated ? ', co-located' : ''}${o.scheduled ? ', backing off' : ''}</div>`).join('')]);
+    }
+  } else {
+    rows.push(['in memory', `<span class="warn">${esc(rt.actor_error || 'no answer')}</span> · mailbox ${rt.mailbox}`]);
+  }
+  const w = rt.writes;
+  if (w) {
+    const head = `durable ${w.durable}${w.sending ? ' · a Save in flight' : ''}${w.poisoned ? ` · <span class="error">${esc(w.poisoned)}</span>` : ''}`;
+    const queued = (w.queued || []).map((q) => `<div>write ${q.seq} (covers ${q.covers}, epoch ${q.epoch})` +
+      `${q.expect ? `, expects ${q.expect} co-located` : ''}` +
+      `${(q.after || []).map((d) => `, after <span class="mono">${ref(d.ref)}</span> write ${d.seq}`).join('')}</div>`).join('');
+    rows.push(['batcher', head + queued]);
+  } else {
+    rows.push(['batcher', `<span class="warn">${esc(rt.writes_error || 'no answer')}</span>`]);
+  }
+  return rows.map(([k, v]) => `<span class="k">${k}</span><span>${v}</span>`).join('');
 }
 
 $('inspect-form').addEventListener('submit', (ev) => {

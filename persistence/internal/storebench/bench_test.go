@@ -135,7 +135,7 @@ func benchSaveEvents(b *testing.B, s persistence.Store, n int) {
 // BenchmarkSaveEvents is BenchmarkSave with one 64-byte event appended per
 // record and Save.
 func BenchmarkSaveEvents(b *testing.B) {
-	for _, n := range []int{1, 64} {
+	for _, n := range []int{1, 4, 64} {
 		b.Run(fmt.Sprintf("memory/batch=%d", n), func(b *testing.B) {
 			s := memory.New()
 			defer s.Close()

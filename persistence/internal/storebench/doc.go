@@ -8,7 +8,7 @@
 // for batches of 1, 64 and 512 records on the memory store, an embedded
 // etcd (with fsync, etcd's default limits) and PostgreSQL.
 // BenchmarkSaveEvents does the same with one event appended per record and
-// Save (persistence.Journal), batches of 1 and 64.
+// Save (persistence.Journal), batches of 1, 4 (a bank bench Save's size) and 64.
 // BenchmarkPostgresBatchVsUpdates compares a fenced batched Save with a
 // loop of single-row autocommit UPDATEs of the same records on the same
 // server. The package has no non-test code.

@@ -121,9 +121,12 @@ type shardState struct {
 	// last scan of the shard's index found (math.MaxInt64: none; 0: not
 	// scanned yet), read and written by the loop only; hint is the
 	// earliest due time written since that scan began (math.MaxInt64:
-	// none), lowered by the entities' durable writes.
+	// none), lowered by the entities' durable writes. passed is the
+	// number of entries the last scan passed over (of no entity the host
+	// runs here), by the loop only: the next scan reads that many more.
 	nextDue atomic.Int64
 	hint    atomic.Int64
+	passed  int
 }
 
 // noteDue lowers sh.hint to due.

@@ -559,8 +559,13 @@ func (h *Host) scan(sh *shardState, now int64) bool {
 	// From here on, writes that become durable note their due times in
 	// the hint again; the read below sees every earlier one.
 	hint := sh.hint.Swap(math.MaxInt64)
+	// Entries of kinds the host does not run (one removed, or a rolling
+	// deploy that has not reached this node) stay in the index, due: the
+	// read asks for as many more as the last one passed over, so that
+	// however many there are, the entries behind them are reached.
+	limit := h.cfg.ReminderBatch + min(sh.passed, maxPassed*h.cfg.ReminderBatch)
 	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.StoreTimeout)
-	entries, err := h.index.Due(ctx, sh.id, math.MaxInt64, h.cfg.ReminderBatch)
+	entries, err := h.index.Due(ctx, sh.id, math.MaxInt64, limit)
 	cancel()
 	h.reminderScans.Add(1)
 	if err != nil {
@@ -574,41 +579,59 @@ func (h *Host) scan(sh *shardState, now int64) bool {
 	// it had more entries due than it read, or when a delivery that may
 	// leave its entry in place ends (remind).
 	next := int64(math.MaxInt64)
+	passed := 0
 	for _, en := range entries {
 		if en.Due > now {
 			next = en.Due
 			break
 		}
-		if !h.remind(sh, Ref{Kind: en.Kind, ID: en.ID}, en.Due) {
+		ref := Ref{Kind: en.Kind, ID: en.ID}
+		if !h.runsHere(sh, ref) {
+			passed++
+			continue
+		}
+		if !h.remind(sh, ref, en.Due) {
 			sh.nextDue.Store(en.Due)
+			sh.passed = passed
 			return false
 		}
 	}
-	if len(entries) == h.cfg.ReminderBatch && next == math.MaxInt64 {
+	if len(entries) == limit && next == math.MaxInt64 {
 		next = entries[len(entries)-1].Due
 	}
+	sh.passed = passed
 	sh.nextDue.Store(next)
+	return true
+}
+
+// maxPassed bounds, in ReminderBatch units, how many index entries of no
+// entity the host runs a scan reads past.
+const maxPassed = 16
+
+// runsHere reports whether ref, listed in sh's reminder index, is an
+// entity of a kind the host runs, in shard sh.
+func (h *Host) runsHere(sh *shardState, ref Ref) bool {
+	if _, ok := h.kinds[ref.Kind]; !ok || ref.Validate() != nil || ShardOf(ref, h.cfg.Shards) != sh.id {
+		h.log.Debug("passing over a reminder index entry of no entity of this host's shard", "shard", sh.id, "entity", ref)
+		return false
+	}
 	return true
 }
 
 // remindRequestID is the request ID of a delivery of due reminders.
 const remindRequestID = "ordo.reminders"
 
-// remind asks the entity ref, listed in sh's reminder index as due at
-// due, to fire its due reminders: a call through the entity's mailbox,
-// which activates it if it is not active, and which is answered once the
-// firings' writes are durable. An entity has one delivery outstanding at
+// remind asks the entity ref (one the host runs in sh: runsHere), listed
+// in sh's reminder index as due at due, to fire its due reminders: a call
+// through the entity's mailbox, which activates it if it is not active,
+// and which is answered once the firings' writes are durable. An entity has one delivery outstanding at
 // most, and the host HostConfig.ReminderBatch; remind reports false when
 // that bound is reached. A delivery refused (overload, the shard moving)
 // leaves the index as it is. When a delivery ends, the shard is read
 // again at the next tick: its entry may still be there (refused, or a
 // firing to deliver again) or another one due.
 func (h *Host) remind(sh *shardState, ref Ref, due int64) bool {
-	kind, ok := h.kinds[ref.Kind]
-	if !ok || ref.Validate() != nil || ShardOf(ref, h.cfg.Shards) != sh.id {
-		h.log.Debug("skipping a reminder index entry of no entity of this host's shard", "shard", sh.id, "entity", ref)
-		return true
-	}
+	kind := h.kinds[ref.Kind] // runsHere(sh, ref)
 	h.mu.Lock()
 	if _, busy := h.reminding[ref]; busy {
 		h.mu.Unlock()

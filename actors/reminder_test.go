@@ -841,3 +841,36 @@ func TestReminderPrevDueIsExact(t *testing.T) {
 	require.Equal(t, want, idx.entries, "replay with ORDO_SEED=%d", seed)
 	require.NotEmpty(t, want)
 }
+
+// Index entries of a kind the host does not run (a kind removed, or added
+// by a rolling deploy not yet on this node) stay due in the index; however
+// many there are ahead of them, the reminders of the host's own entities
+// behind them fire. (A scan reads ReminderBatch entries: before, a shard
+// whose first ReminderBatch due entries were all of other kinds was read
+// again and again and never got past them.)
+func TestReminderBehindEntriesOfOtherKinds(t *testing.T) {
+	store, f := memory.New(), &firings{}
+	const shards, batch = 4, 4
+	const others = 10 * batch
+	ctx := testCtx(t)
+	shard := actors.ShardOf(remindRef("a"), shards)
+	require.NoError(t, store.Fence(ctx, shard, 1))
+	past := time.Now().Add(-time.Hour).UnixNano()
+	var recs []persistence.Record
+	for i := range others {
+		recs = append(recs, persistence.Record{Kind: "retired", ID: fmt.Sprint("r", i), Shard: shard, Epoch: 1,
+			Data: []byte{1}, Due: past + int64(i)})
+	}
+	out, err := store.Save(ctx, recs)
+	require.NoError(t, err)
+	require.NoError(t, out[shard])
+
+	host := remindHost(t, store, f, 2, func(c *actors.HostConfig) { c.Shards = shards; c.ReminderBatch = batch })
+	require.NoError(t, setReminder(t, host, "a", &testpb.Remind{Name: "r", DueUnixNano: time.Now().UnixNano(), Delta: 5}))
+	waitFired(t, f, "a", 1)
+	require.EqualValues(t, 5, remindedValue(t, host, "a"))
+	// The other kind's entries are left as they were.
+	due, err := store.Due(ctx, shard, 1<<62, 1_000_000)
+	require.NoError(t, err)
+	require.Len(t, due, others)
+}

@@ -105,6 +105,14 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "actors/reminders-past-other-kinds",
+		Guard: "liveness: due reminders of kinds the host does not run never keep its own from firing",
+		File:  "actors/reminder.go",
+		Orig:  `	limit := h.cfg.ReminderBatch + min(sh.passed, maxPassed*h.cfg.ReminderBatch)`,
+		Repl:  `	limit := h.cfg.ReminderBatch`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/dedup-window-from-both-records",
 		Guard: "S3: a retry is recognised after a reload when its reply is in the entity's dedup record",
 		File:  "actors/entity.go",

@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -63,7 +65,9 @@ func TestPoolRunsEveryRunAndCloses(t *testing.T) {
 				})
 				<-done
 				if i%100 == 0 {
-					time.Sleep(2 * time.Millisecond) // let idle workers time out
+					// A pause longer than the idle timeout, under test:
+					// workers time out while other senders' runs arrive.
+					time.Sleep(2 * time.Millisecond)
 				}
 			}
 		}()
@@ -75,9 +79,10 @@ func TestPoolRunsEveryRunAndCloses(t *testing.T) {
 	done := make(chan struct{})
 	p.Schedule(func() { close(done) })
 	<-done
-	deadline := time.Now().Add(10 * time.Second)
-	for p.workers.Load() != 0 {
-		require.Truef(t, time.Now().Before(deadline), "%d workers alive after close", p.workers.Load())
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if n := p.workers.Load(); n != 0 {
+			return fmt.Errorf("%d workers alive after close", n)
+		}
+		return nil
+	})
 }

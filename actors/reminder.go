@@ -624,9 +624,10 @@ const remindRequestID = "ordo.reminders"
 // remind asks the entity ref (one the host runs in sh: runsHere), listed
 // in sh's reminder index as due at due, to fire its due reminders: a call
 // through the entity's mailbox, which activates it if it is not active,
-// and which is answered once the firings' writes are durable. An entity has one delivery outstanding at
-// most, and the host HostConfig.ReminderBatch; remind reports false when
-// that bound is reached. A delivery refused (overload, the shard moving)
+// and which is answered once the firings' writes are durable. An entity
+// has one delivery outstanding at most, and the host
+// HostConfig.ReminderBatch; remind reports false when that bound is
+// reached. A delivery refused (overload, the shard moving)
 // leaves the index as it is. When a delivery ends, the shard is read
 // again at the next tick: its entry may still be there (refused, or a
 // firing to deliver again) or another one due.

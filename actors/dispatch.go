@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,11 @@ const mailboxThroughput = 300
 // before it exits.
 const workerIdle = time.Second
 
+// maxIdleWorkers is the most idle workers a host's pool keeps: enough for
+// the runs a steady load has at once on this machine. Workers a burst
+// started beyond it exit as soon as their run ends.
+func maxIdleWorkers() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
+
 // pool runs the entities' mailboxes. protoactor hands a dispatcher each
 // mailbox run (up to Throughput messages) as a function; its default
 // dispatcher starts a goroutine per run, whose stack starts small and is
@@ -28,9 +34,14 @@ const workerIdle = time.Second
 // so after a burst the load stays on as few workers as it needs and the
 // others, left without work, exit after idle: handing runs round to
 // every idle worker would keep all of them alive for as long as the load
-// lasts.
+// lasts. At most maxIdle workers wait idle at all: a burst of runs (a
+// Save's replies reaching many entities at once) starts as many workers
+// as it has runs, and those beyond maxIdle exit when their run ends
+// rather than a second later, so the count of goroutines follows the runs
+// in progress, not the largest burst of the last second.
 type pool struct {
-	idle time.Duration
+	idle    time.Duration
+	maxIdle int // 0: no limit
 
 	mu      sync.Mutex
 	free    []*worker // idle workers, the most recently idle last
@@ -46,7 +57,7 @@ type worker struct {
 
 var _ actor.Dispatcher = (*pool)(nil)
 
-func newPool() *pool { return &pool{idle: workerIdle} }
+func newPool() *pool { return &pool{idle: workerIdle, maxIdle: maxIdleWorkers()} }
 
 // Schedule runs fn on the most recently idle worker, or on a new one.
 func (p *pool) Schedule(fn func()) {
@@ -87,7 +98,7 @@ func (p *pool) work(w *worker, fn func()) {
 	for {
 		fn()
 		p.mu.Lock()
-		if p.closed {
+		if p.closed || (p.maxIdle > 0 && len(p.free) >= p.maxIdle) {
 			p.mu.Unlock()
 			return
 		}

@@ -42,6 +42,43 @@ func TestPoolShrinksAfterBurstUnderSteadyLoad(t *testing.T) {
 	}
 }
 
+// Workers a burst started beyond maxIdle exit when their run ends, without
+// waiting out the idle timeout: the pool keeps maxIdle idle workers, not
+// the largest burst of the last second.
+func TestPoolKeepsAtMostMaxIdleWorkers(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := &pool{idle: time.Hour, maxIdle: 4} // no worker times out here
+	defer p.close()
+
+	const burst = 64
+	release := make(chan struct{})
+	var started, ended sync.WaitGroup
+	started.Add(burst)
+	ended.Add(burst)
+	for range burst {
+		p.Schedule(func() { started.Done(); <-release; ended.Done() })
+	}
+	started.Wait()
+	require.EqualValues(t, burst, p.workers.Load(), "each blocked run has a worker of its own")
+	close(release)
+	ended.Wait()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if n := p.workers.Load(); n > 4 {
+			return fmt.Errorf("%d workers alive after the burst, want at most maxIdle 4", n)
+		}
+		return nil
+	})
+	p.mu.Lock()
+	idle := len(p.free)
+	p.mu.Unlock()
+	require.Equal(t, 4, idle, "the pool keeps maxIdle workers for the next runs")
+
+	// The kept workers still run what comes.
+	done := make(chan struct{})
+	p.Schedule(func() { close(done) })
+	<-done
+}
+
 // Every scheduled run runs, however runs and idle timeouts interleave, and
 // close lets every worker exit.
 func TestPoolRunsEveryRunAndCloses(t *testing.T) {

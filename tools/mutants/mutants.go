@@ -96,6 +96,14 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/pool-max-idle",
+		Guard: "resources: workers a burst started beyond the pool's maxIdle exit when their run ends",
+		File:  "actors/dispatch.go",
+		Orig:  `		if p.closed || (p.maxIdle > 0 && len(p.free) >= p.maxIdle) {`,
+		Repl:  `		if p.closed {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "pgstore/load-many-by-key",
 		Guard: "speed: a read of many records looks each up in the primary key, whatever plan PostgreSQL keeps",
 		File:  "persistence/pgstore/loadmany.go",

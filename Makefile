@@ -46,10 +46,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...
 
 ## bench-bank: ordo vs PostgreSQL row locks and vs etcd locks on two workloads, transfers/s, p99 and
-## machine CPU per transfer, into results/bench/; starts PostgreSQL. BENCH_DURATION per approach and concurrency.
+## machine CPU per transfer, into results/bench/; starts PostgreSQL. BENCH_DURATION per approach, concurrency
+## and round; BENCH_ROUNDS rounds (ratios taken within each, with their median).
 BENCH_DURATION ?= 10s
+BENCH_ROUNDS ?= 3
 bench-bank:
-	BENCH_DURATION=$(BENCH_DURATION) bash lab/bench.sh
+	BENCH_DURATION=$(BENCH_DURATION) BENCH_ROUNDS=$(BENCH_ROUNDS) bash lab/bench.sh
 
 ## lint: staticcheck at a pinned version.
 lint:

@@ -12,12 +12,18 @@
 # writes results/bench/: results.md (both workloads), and per workload a
 # directory with its results.md, results.json and chart.png.
 #
-# Environment: BENCH_DURATION (per approach and concurrency, default 10s),
-# BENCH_SEED (default 1), BENCH_OUT (default results/bench).
+# Every approach runs BENCH_ROUNDS times at each concurrency, in rounds: the
+# ratios are taken within each round and reported with their median, so
+# that the machine's drift over the bench does not pass for a difference.
+#
+# Environment: BENCH_DURATION (per approach, concurrency and round, default
+# 10s), BENCH_ROUNDS (default 3), BENCH_SEED (default 1), BENCH_OUT (default
+# results/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-10s}
+ROUNDS=${BENCH_ROUNDS:-3}
 SEED=${BENCH_SEED:-1}
 OUT=${BENCH_OUT:-results/bench}
 APPROACHES=pg-row,ordo-pg,ordo,etcd
@@ -33,13 +39,13 @@ workload() {
 	local dir=$1 title=$2
 	shift 2
 	echo "bench.sh: $title" >&2
-	"$bin/bank" bench --approaches "$APPROACHES" --duration "$DURATION" --seed "$SEED" \
+	"$bin/bank" bench --approaches "$APPROACHES" --duration "$DURATION" --rounds "$ROUNDS" --seed "$SEED" \
 		--pg "$ORDO_PG_URL" --out "$OUT/$dir" "$@"
 	{
 		echo
 		echo "## $title"
 		echo
-		echo "\`bank bench --approaches $APPROACHES --duration $DURATION --seed $SEED $*\`"
+		echo "\`bank bench --approaches $APPROACHES --duration $DURATION --rounds $ROUNDS --seed $SEED $*\`"
 		# The workload's report without its title, one heading level down.
 		tail -n +2 "$OUT/$dir/results.md" | sed 's/^## /### /'
 		echo

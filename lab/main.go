@@ -213,6 +213,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	initial := fs.Int64("initial", def.InitialBalance, "initial balance of every account")
 	duration := fs.Duration("duration", def.Duration, "run time per approach (and per concurrency)")
 	fs.Var(&conc, "concurrency", "concurrent clients; a comma-separated list (e.g. 32,256) runs every approach at each")
+	rounds := fs.Int("rounds", 1, "run every approach this many times at each concurrency, in rounds (the order turned each round); comparisons are taken within each round and reported with their median")
 	zipf := fs.Float64("zipf", def.Zipf, "Zipf exponent of account choice; 0 = uniform")
 	maxAmount := fs.Int64("max-amount", def.MaxAmount, "largest transfer amount")
 	seed := fs.Uint64("seed", 0, "random seed; 0 picks one from the clock (printed)")
@@ -237,6 +238,9 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	}
 	if fs.NArg() > 0 {
 		return usagef("lab: unexpected arguments %q", fs.Args())
+	}
+	if *rounds < 1 {
+		return usagef("lab: --rounds must be at least 1, have %d", *rounds)
 	}
 	if *ttl < 10*time.Millisecond {
 		return usagef("lab: --ttl %v is too short", *ttl)
@@ -302,28 +306,36 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 		defer pprof.StopCPUProfile()
 	}
 
-	rep := Report{Machine: ThisMachine(), Workload: wl, Concurrencies: conc, TTL: *ttl, Comparisons: compare}
+	rep := Report{Machine: ThisMachine(), Workload: wl, Concurrencies: conc, TTL: *ttl, Comparisons: compare, Rounds: *rounds}
 	for _, c := range conc {
 		cwl, cst := wl, st
 		cwl.Concurrency, cst.Concurrency = c, c
-		for _, b := range selected {
-			fmt.Fprintf(stdout, "lab: %s: concurrency %d: running %v\n", b.Name, c, cwl.Duration)
-			r, err := runOne(ctx, b, cst, cwl)
-			if err != nil {
-				fmt.Fprintf(stdout, "lab: %s: concurrency %d: %v\n", b.Name, c, err)
-				rep.Failures = append(rep.Failures, Failure{Name: b.Name, Concurrency: c, Error: err.Error()})
-				if ctx.Err() != nil {
-					return err
+		for n := 1; n <= *rounds; n++ {
+			for i := range selected {
+				b := selected[(i+n-1)%len(selected)] // each round starts one approach later
+				what := fmt.Sprintf("lab: %s: concurrency %d", b.Name, c)
+				if *rounds > 1 {
+					what += fmt.Sprintf(", round %d of %d", n, *rounds)
 				}
-				continue
+				fmt.Fprintf(stdout, "%s: running %v\n", what, cwl.Duration)
+				r, err := runOne(ctx, b, cst, cwl)
+				if err != nil {
+					fmt.Fprintf(stdout, "%s: %v\n", what, err)
+					rep.Failures = append(rep.Failures, Failure{Name: b.Name, Concurrency: c, Round: n, Error: err.Error()})
+					if ctx.Err() != nil {
+						return err
+					}
+					continue
+				}
+				r.Round = n
+				cpu := "CPU n/a"
+				if r.CPUError == "" {
+					cpu = fmt.Sprintf("%.2f CPU-s per 1000", r.CPUPer1000)
+				}
+				fmt.Fprintf(stdout, "%s: %d ok, %.0f/s, %s, conserved %v, accounts off %d\n",
+					what, r.OK, r.Throughput, cpu, r.Conserved(), r.AccountsOff)
+				rep.Results = append(rep.Results, r)
 			}
-			cpu := "CPU n/a"
-			if r.CPUError == "" {
-				cpu = fmt.Sprintf("%.2f CPU-s per 1000", r.CPUPer1000)
-			}
-			fmt.Fprintf(stdout, "lab: %s: concurrency %d: %d ok, %.0f/s, %s, conserved %v, accounts off %d\n",
-				r.Name, c, r.OK, r.Throughput, cpu, r.Conserved(), r.AccountsOff)
-			rep.Results = append(rep.Results, r)
 		}
 	}
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
@@ -60,6 +61,12 @@ type Report struct {
 	Workload Workload
 	// Concurrencies are the concurrencies run, in order.
 	Concurrencies []int
+	// Rounds is how many times each approach ran at each concurrency
+	// (0 or 1: once). In each round every approach runs once, the order
+	// turned by one from the round before, so that the ratio of two
+	// approaches can be taken within a round, between runs minutes apart
+	// at most, and a drift of the machine over the whole bench cancels.
+	Rounds int `json:",omitempty"`
 	// TTL is the lock TTL.
 	TTL time.Duration
 	// Results are the runs that completed, by concurrency, then approach.
@@ -74,6 +81,7 @@ type Report struct {
 type Failure struct {
 	Name        string
 	Concurrency int
+	Round       int `json:",omitempty"`
 	Error       string
 }
 
@@ -82,10 +90,28 @@ type Comparison struct {
 	Name, Baseline string
 }
 
-// find returns the result of the named approach at concurrency c.
+// find returns the result of the named approach at concurrency c: with
+// several rounds, the one of median throughput (the lower of the middle
+// two for an even count).
 func (rep Report) find(name string, c int) (Result, bool) {
+	var rs []Result
 	for _, r := range rep.Results {
 		if r.Name == name && r.Workload.Concurrency == c {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return Result{}, false
+	}
+	slices.SortStableFunc(rs, func(x, y Result) int { return cmp.Compare(x.Throughput, y.Throughput) })
+	return rs[(len(rs)-1)/2], true
+}
+
+// inRound returns the result of the named approach at concurrency c in
+// round n.
+func (rep Report) inRound(name string, c, n int) (Result, bool) {
+	for _, r := range rep.Results {
+		if r.Name == name && r.Workload.Concurrency == c && r.Round == n {
 			return r, true
 		}
 	}
@@ -106,6 +132,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	fmt.Fprintf(b, "- machine: %s, %d cores, %s %s/%s, %s\n", m.CPU, m.Cores, m.GoVersion, m.OS, m.Arch, m.Time.Format(time.RFC3339))
 	fmt.Fprintf(b, "- workload: %d accounts × %d, %v per approach, concurrency %s, zipf %v, amounts 1..%d, seed %d\n",
 		wl.Accounts, wl.InitialBalance, wl.Duration, strings.Join(conc, ", "), wl.Zipf, wl.MaxAmount, wl.Seed)
+	if rep.Rounds > 1 {
+		fmt.Fprintf(b, "- rounds: %d; in each, every approach runs once, in an order turned by one from the round before (row *name #n*: round n)\n", rep.Rounds)
+	}
 	if wl.StallProbability > 0 {
 		fmt.Fprintf(b, "- pauses: probability %v per transfer, %v each, lock TTL %v\n", wl.StallProbability, wl.StallDuration, rep.TTL)
 	} else {
@@ -134,7 +163,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 				check += " (unknowns)"
 			}
 			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
-				r.Name, r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
+				rep.label(r), r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
 				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), idleBusy(r),
 				yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
 		}
@@ -142,17 +171,17 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		var notes []string
 		for _, r := range ran {
 			if r.FirstError != "" {
-				notes = append(notes, fmt.Sprintf("- %s, first failed transfer: `%s`", r.Name, r.FirstError))
+				notes = append(notes, fmt.Sprintf("- %s, first failed transfer: `%s`", rep.label(r), r.FirstError))
 			}
 			if r.CPUError != "" {
-				notes = append(notes, fmt.Sprintf("- %s, CPU time n/a: `%s`", r.Name, r.CPUError))
+				notes = append(notes, fmt.Sprintf("- %s, CPU time n/a: `%s`", rep.label(r), r.CPUError))
 			}
 		}
 		fails := slices.Clone(rep.Failures)
 		slices.SortFunc(fails, func(x, y Failure) int { return strings.Compare(x.Name, y.Name) })
 		for _, f := range fails {
 			if f.Concurrency == c {
-				notes = append(notes, fmt.Sprintf("- %s did not run: `%s`", f.Name, f.Error))
+				notes = append(notes, fmt.Sprintf("- %s did not run: `%s`", rep.label(Result{Name: f.Name, Round: f.Round}), f.Error))
 			}
 		}
 		if len(notes) > 0 {
@@ -164,9 +193,22 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	return err
 }
 
+// label names a result in the tables: its approach, and its round when
+// there were several.
+func (rep Report) label(r Result) string {
+	if rep.Rounds > 1 {
+		return fmt.Sprintf("%s #%d", r.Name, r.Round)
+	}
+	return r.Name
+}
+
 // writeComparisons writes the ratio table of the comparisons that ran at
 // concurrency c, if any.
 func writeComparisons(b *strings.Builder, rep Report, c int) {
+	if rep.Rounds > 1 {
+		writeRoundComparisons(b, rep, c)
+		return
+	}
 	header := false
 	for _, cmp := range rep.Comparisons {
 		r, ok1 := rep.find(cmp.Name, c)
@@ -186,6 +228,65 @@ func writeComparisons(b *strings.Builder, rep Report, c int) {
 			ratio(r.Throughput, base.Throughput), r.Throughput, base.Throughput,
 			ratio(r.P99.Seconds(), base.P99.Seconds()), roundLatency(r.P99), roundLatency(base.P99), cpu)
 	}
+}
+
+// writeRoundComparisons writes, for each comparison, the ratios taken
+// within each round in which both approaches ran, and their median.
+func writeRoundComparisons(b *strings.Builder, rep Report, c int) {
+	header := false
+	for _, cmp := range rep.Comparisons {
+		var tput, p99, cpu []float64
+		cpuAll := true
+		for n := 1; n <= rep.Rounds; n++ {
+			r, ok1 := rep.inRound(cmp.Name, c, n)
+			base, ok2 := rep.inRound(cmp.Baseline, c, n)
+			if !ok1 || !ok2 || base.Throughput == 0 || base.P99 == 0 {
+				continue
+			}
+			tput = append(tput, r.Throughput/base.Throughput)
+			p99 = append(p99, r.P99.Seconds()/base.P99.Seconds())
+			if r.CPUError == "" && base.CPUError == "" && base.CPUPer1000 > 0 {
+				cpu = append(cpu, r.CPUPer1000/base.CPUPer1000)
+			} else {
+				cpuAll = false
+			}
+		}
+		if len(tput) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(b, "\n| approach ÷ baseline, within each round | rounds | ok/s | p99 | CPU-s/1k |\n|---|--:|--:|--:|--:|\n")
+			header = true
+		}
+		cpuCell := "n/a"
+		if cpuAll {
+			cpuCell = ratios(cpu)
+		}
+		fmt.Fprintf(b, "| %s ÷ %s | %d | %s | %s | %s |\n", cmp.Name, cmp.Baseline, len(tput), ratios(tput), ratios(p99), cpuCell)
+	}
+	if header {
+		fmt.Fprintf(b, "\nEach ratio is taken within one round; the bold figure is their median (the mean of the middle two for an even count), then the rounds' ratios in round order.\n")
+	}
+}
+
+// ratios formats per-round ratios: their median, then each.
+func ratios(v []float64) string {
+	each := make([]string, len(v))
+	for i, x := range v {
+		each[i] = fmt.Sprintf("%.2f×", x)
+	}
+	return fmt.Sprintf("**%.2f×** (%s)", median(v), strings.Join(each, ", "))
+}
+
+// median returns the median of v (not empty), leaving v as it is.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // ratio formats x ÷ y, or "–" when y is 0.
@@ -240,14 +341,17 @@ func WriteChart(path string, rep Report) error {
 			names = append(names, r.Name)
 		}
 	}
+	// With several rounds, a bar shows the round of median throughput, and
+	// a violation bar the worst round.
 	panels := []struct {
 		title, ylabel string
 		value         func(Result) float64
+		worst         bool
 	}{
-		{"throughput", "acknowledged transfers/s", func(r Result) float64 { return r.Throughput }},
-		{"machine CPU per transfer", "CPU-seconds per 1,000 transfers", func(r Result) float64 { return r.CPUPer1000 }},
-		{"exactly-once violations", "accounts off", func(r Result) float64 { return float64(r.AccountsOff) }},
-		{"money lost or created", "missing + extra", func(r Result) float64 { return float64(r.Missing + r.Extra) }},
+		{"throughput", "acknowledged transfers/s", func(r Result) float64 { return r.Throughput }, false},
+		{"machine CPU per transfer", "CPU-seconds per 1,000 transfers", func(r Result) float64 { return r.CPUPer1000 }, false},
+		{"exactly-once violations", "accounts off", func(r Result) float64 { return float64(r.AccountsOff) }, true},
+		{"money lost or created", "missing + extra", func(r Result) float64 { return float64(r.Missing + r.Extra) }, true},
 	}
 	n := len(rep.Concurrencies)
 	width := vg.Points(min(48, 96/float64(max(n, 1))))
@@ -262,8 +366,15 @@ func WriteChart(path string, rep Report) error {
 			for j, name := range names {
 				if r, ok := rep.find(name, c); ok {
 					v[j] = pn.value(r)
-					top = max(top, v[j])
 				}
+				if pn.worst {
+					for _, r := range rep.Results {
+						if r.Name == name && r.Workload.Concurrency == c {
+							v[j] = max(v[j], pn.value(r))
+						}
+					}
+				}
+				top = max(top, v[j])
 			}
 			bars, err := plotter.NewBarChart(v, width)
 			if err != nil {

@@ -93,6 +93,8 @@ func (w Workload) Validate() error {
 type Result struct {
 	Name     string
 	Workload Workload
+	// Round is the round the run belongs to (1 and up; see Report.Rounds).
+	Round int `json:",omitempty"`
 
 	OK       int64 // transfers acknowledged
 	Rejected int64 // transfers rejected for insufficient funds

@@ -221,6 +221,68 @@ func TestMainSeveralConcurrencies(t *testing.T) {
 	}
 }
 
+// With --rounds, every approach runs once per round in an order turned by
+// one each round, and the report labels each run with its round.
+func TestMainRounds(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := lab.Main(context.Background(), []string{
+		"--approaches", "mem,base", "--rounds", "3", "--duration", "100ms", "--accounts", "4",
+		"--compare", "mem:base", "--idle-sample", "0", "--out", out, "--check",
+	}, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	js, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep lab.Report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, fmt.Sprintf("%s#%d", r.Name, r.Round))
+	}
+	if want := []string{"mem#1", "base#1", "base#2", "mem#2", "mem#3", "base#3"}; !slices.Equal(got, want) || rep.Rounds != 3 {
+		t.Fatalf("results %v (rounds %d), want %v", got, rep.Rounds, want)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| mem #2 |", "| base #3 |", "| mem ÷ base | 3 | **", "- rounds: 3;"} {
+		if !strings.Contains(string(md), want) {
+			t.Fatalf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// A comparison over rounds shows each round's ratio, taken within the
+// round, and their median.
+func TestMarkdownRatiosWithinRounds(t *testing.T) {
+	w := lab.DefaultWorkload()
+	rep := lab.Report{Workload: w, Concurrencies: []int{w.Concurrency}, Rounds: 3,
+		Comparisons: []lab.Comparison{{Name: "a", Baseline: "b"}}}
+	// a's throughput against b's: 1×, 3×, 2× in rounds 1 to 3, though b
+	// itself drifts from round to round.
+	for n, v := range [][2]float64{{100, 100}, {600, 200}, {100, 50}} {
+		for i, name := range []string{"a", "b"} {
+			rep.Results = append(rep.Results, lab.Result{Name: name, Workload: w, Round: n + 1, Throughput: v[i],
+				P99: time.Duration(v[i]) * time.Millisecond, CPUPer1000: v[i] / 100})
+		}
+	}
+	var b strings.Builder
+	if err := lab.WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := "| a ÷ b | 3 | **2.00×** (1.00×, 3.00×, 2.00×) | **2.00×** (1.00×, 3.00×, 2.00×) | **2.00×** (1.00×, 3.00×, 2.00×) |"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("report lacks %q:\n%s", want, b.String())
+	}
+}
+
 func TestMainCheckFails(t *testing.T) {
 	var stdout bytes.Buffer
 	err := lab.Main(context.Background(), []string{
@@ -252,6 +314,8 @@ func TestMainBadFlags(t *testing.T) {
 		{"--compare", "ordo"},
 		{"--compare", "ordo:ordo"},
 		{"--idle-sample", "-1s"},
+		{"--rounds", "0"},
+		{"--rounds", "many"},
 	} {
 		var stdout bytes.Buffer
 		err := lab.Main(context.Background(), args, &stdout)

@@ -58,7 +58,11 @@
 //	eval "$(lab/lab.sh up)"; go test ./lab/...; lab/lab.sh down
 //
 // --concurrency takes a list (32,256): every selected approach runs at each
-// concurrency in turn. Results go to results/lab/ (results.md with a table
-// per concurrency and the ratios of the --compare pairs, results.json with
-// every result, chart.png with a bar per approach and concurrency).
+// concurrency in turn. --rounds N runs them N times at each concurrency, in
+// rounds whose order turns by one each time; the --compare ratios are then
+// taken within each round and shown with their median. Results go to
+// results/lab/ (results.md with a table per concurrency and the ratios of
+// the --compare pairs, results.json with every result, chart.png with a bar
+// per approach and concurrency: the round of median throughput, and for
+// violations the worst round).
 package lab

@@ -171,13 +171,16 @@ func TestMainWritesReport(t *testing.T) {
 	}
 }
 
-func TestMainSeveralConcurrencies(t *testing.T) {
+// runMemPair runs lab.Main with args on two in-memory approaches, mem
+// and base (compared as mem:base), with --check, and returns its report
+// as results.json and results.md hold it.
+func runMemPair(t *testing.T, args ...string) (lab.Report, string) {
+	t.Helper()
 	out := t.TempDir()
 	var stdout bytes.Buffer
-	err := lab.Main(context.Background(), []string{
-		"--approaches", "mem,base", "--concurrency", "2,5", "--duration", "100ms", "--accounts", "4",
-		"--compare", "mem:base", "--idle-sample", "20ms", "--out", out, "--check",
-	}, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
+	args = append([]string{"--approaches", "mem,base", "--duration", "100ms", "--accounts", "4",
+		"--compare", "mem:base", "--out", out, "--check"}, args...)
+	err := lab.Main(context.Background(), args, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
@@ -189,6 +192,15 @@ func TestMainSeveralConcurrencies(t *testing.T) {
 	if err := json.Unmarshal(js, &rep); err != nil {
 		t.Fatal(err)
 	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, string(md)
+}
+
+func TestMainSeveralConcurrencies(t *testing.T) {
+	rep, text := runMemPair(t, "--concurrency", "2,5", "--idle-sample", "20ms")
 	var got []string
 	for _, r := range rep.Results {
 		got = append(got, fmt.Sprintf("%s@%d", r.Name, r.Workload.Concurrency))
@@ -199,11 +211,6 @@ func TestMainSeveralConcurrencies(t *testing.T) {
 	if !slices.Equal(rep.Concurrencies, []int{2, 5}) {
 		t.Fatalf("concurrencies %v", rep.Concurrencies)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "results.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(md)
 	i2, i5 := strings.Index(text, "## Concurrency 2"), strings.Index(text, "## Concurrency 5")
 	if i2 < 0 || i5 < i2 {
 		t.Fatalf("no section per concurrency, in order:\n%s", text)
@@ -224,23 +231,7 @@ func TestMainSeveralConcurrencies(t *testing.T) {
 // With --rounds, every approach runs once per round in an order turned by
 // one each round, and the report labels each run with its round.
 func TestMainRounds(t *testing.T) {
-	out := t.TempDir()
-	var stdout bytes.Buffer
-	err := lab.Main(context.Background(), []string{
-		"--approaches", "mem,base", "--rounds", "3", "--duration", "100ms", "--accounts", "4",
-		"--compare", "mem:base", "--idle-sample", "0", "--out", out, "--check",
-	}, &stdout, memoryBuilder("mem", labtest.Config{}), memoryBuilder("base", labtest.Config{}))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stdout.String())
-	}
-	js, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep lab.Report
-	if err := json.Unmarshal(js, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, md := runMemPair(t, "--rounds", "3", "--idle-sample", "0")
 	var got []string
 	for _, r := range rep.Results {
 		got = append(got, fmt.Sprintf("%s#%d", r.Name, r.Round))
@@ -248,12 +239,8 @@ func TestMainRounds(t *testing.T) {
 	if want := []string{"mem#1", "base#1", "base#2", "mem#2", "mem#3", "base#3"}; !slices.Equal(got, want) || rep.Rounds != 3 {
 		t.Fatalf("results %v (rounds %d), want %v", got, rep.Rounds, want)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "results.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, want := range []string{"| mem #2 |", "| base #3 |", "| mem ÷ base | 3 | **", "- rounds: 3;"} {
-		if !strings.Contains(string(md), want) {
+		if !strings.Contains(md, want) {
 			t.Fatalf("report lacks %q:\n%s", want, md)
 		}
 	}

@@ -307,34 +307,41 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	}
 
 	rep := Report{Machine: ThisMachine(), Workload: wl, Concurrencies: conc, TTL: *ttl, Comparisons: compare, Rounds: *rounds}
-	for _, c := range conc {
+	// run runs b at concurrency c in round n and records what it measured.
+	run := func(b Builder, c, n int) error {
 		cwl, cst := wl, st
 		cwl.Concurrency, cst.Concurrency = c, c
+		what := fmt.Sprintf("lab: %s: concurrency %d", b.Name, c)
+		if *rounds > 1 {
+			what += fmt.Sprintf(", round %d of %d", n, *rounds)
+		}
+		fmt.Fprintf(stdout, "%s: running %v\n", what, cwl.Duration)
+		r, err := runOne(ctx, b, cst, cwl)
+		if err != nil {
+			fmt.Fprintf(stdout, "%s: %v\n", what, err)
+			rep.Failures = append(rep.Failures, Failure{Name: b.Name, Concurrency: c, Round: n, Error: err.Error()})
+			if ctx.Err() != nil {
+				return err // canceled: stop; any other failure is reported and the bench goes on
+			}
+			return nil
+		}
+		r.Round = n
+		cpu := "CPU n/a"
+		if r.CPUError == "" {
+			cpu = fmt.Sprintf("%.2f CPU-s per 1000", r.CPUPer1000)
+		}
+		fmt.Fprintf(stdout, "%s: %d ok, %.0f/s, %s, conserved %v, accounts off %d\n",
+			what, r.OK, r.Throughput, cpu, r.Conserved(), r.AccountsOff)
+		rep.Results = append(rep.Results, r)
+		return nil
+	}
+	for _, c := range conc {
 		for n := 1; n <= *rounds; n++ {
 			for i := range selected {
-				b := selected[(i+n-1)%len(selected)] // each round starts one approach later
-				what := fmt.Sprintf("lab: %s: concurrency %d", b.Name, c)
-				if *rounds > 1 {
-					what += fmt.Sprintf(", round %d of %d", n, *rounds)
+				// Each round starts one approach later than the one before.
+				if err := run(selected[(i+n-1)%len(selected)], c, n); err != nil {
+					return err
 				}
-				fmt.Fprintf(stdout, "%s: running %v\n", what, cwl.Duration)
-				r, err := runOne(ctx, b, cst, cwl)
-				if err != nil {
-					fmt.Fprintf(stdout, "%s: %v\n", what, err)
-					rep.Failures = append(rep.Failures, Failure{Name: b.Name, Concurrency: c, Round: n, Error: err.Error()})
-					if ctx.Err() != nil {
-						return err
-					}
-					continue
-				}
-				r.Round = n
-				cpu := "CPU n/a"
-				if r.CPUError == "" {
-					cpu = fmt.Sprintf("%.2f CPU-s per 1000", r.CPUPer1000)
-				}
-				fmt.Fprintf(stdout, "%s: %d ok, %.0f/s, %s, conserved %v, accounts off %d\n",
-					what, r.OK, r.Throughput, cpu, r.Conserved(), r.AccountsOff)
-				rep.Results = append(rep.Results, r)
 			}
 		}
 	}

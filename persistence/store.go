@@ -53,6 +53,14 @@ type Record struct {
 	// is always kept so that sequence numbers continue. Events deleted
 	// leave ReadEvents and ReadJournal too.
 	DeleteEventsBefore uint64
+
+	// Create makes the record's write a creation: the shard's group is
+	// written only if no record of (Kind, ID) is stored yet; otherwise
+	// nothing of the group is written and its outcome is an *ExistsError.
+	// A writer that skipped reading an entity it believed new sets it on
+	// the entity's first write, so that a wrong belief can never overwrite
+	// what is stored.
+	Create bool
 }
 
 // Store keeps entity records under per-shard fencing.
@@ -85,7 +93,9 @@ type Store interface {
 	// shard was written); an error matching ErrTooLarge when the shard's
 	// records exceed a limit of the driver or its server, alone or together
 	// (nothing of that shard was written; the same records would be refused
-	// again); any other error when the outcome is unknown (the records may
+	// again); an error matching ErrExists (an *ExistsError) when a record
+	// marked Create is already stored (nothing of that shard was written);
+	// any other error when the outcome is unknown (the records may
 	// or may not be durable). One shard's failure never affects another
 	// shard's outcome.
 	//
@@ -118,7 +128,25 @@ var (
 	ErrTooLarge = errors.New("persistence: record too large")
 	// ErrSequence matches every *SequenceError.
 	ErrSequence = errors.New("persistence: event sequence mismatch")
+	// ErrExists matches every *ExistsError.
+	ErrExists = errors.New("persistence: record exists")
 )
+
+// ExistsError reports a record marked Create whose entity is already
+// stored: nothing of its shard's group was written. It matches ErrExists
+// with errors.Is.
+type ExistsError struct {
+	Shard uint32
+	Kind  string
+	ID    string
+}
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("persistence: shard %d: %s/%s is already stored; it was written as new", e.Shard, e.Kind, e.ID)
+}
+
+// Is reports whether target is ErrExists.
+func (e *ExistsError) Is(target error) bool { return target == ErrExists }
 
 // FencedError reports a write or fence attempt under an epoch that is not
 // the shard's current fence. It matches ErrFenced with errors.Is.

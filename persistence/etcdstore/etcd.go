@@ -237,11 +237,18 @@ type group struct {
 	ops   []clientv3.Op  // Then: the records' and events' puts, the deletes
 	cmps  []clientv3.Cmp // If, besides the fence: where the journals end
 	heads []head         // Else, besides the fence: the journals appended to
+	news  []created      // Else, after the heads: the records written as new
 	guard int            // estimated bytes of the group's If and Else parts
 	size  int            // estimated bytes in a transaction, guard included
 
 	tooBig    int    // estimated bytes of the group's largest put
 	tooBigKey string // and what it writes
+}
+
+// created is a record a group writes as new (Record.Create), checked by
+// the group's guard.
+type created struct {
+	kind, id, key string
 }
 
 // head is a journal a group appends to, checked by the group's guard.
@@ -332,7 +339,15 @@ func (s *Store) plan(recs []persistence.Record, lasts map[int]uint64, outcome ma
 			order = append(order, g)
 		}
 		g.nrecs++
-		g.put(entityKey(s.cfg.Prefix, r.Kind, r.ID), string(encodeRecord(r)), "record "+r.Kind+"/"+r.ID)
+		key := entityKey(s.cfg.Prefix, r.Kind, r.ID)
+		if r.Create {
+			// Written only if the record does not exist; read back, for
+			// the outcome, should the guard fail.
+			g.cmps = append(g.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+			g.news = append(g.news, created{kind: r.Kind, id: r.ID, key: key})
+			g.addGuard(2 * (len(key) + opOverhead))
+		}
+		g.put(key, string(encodeRecord(r)), "record "+r.Kind+"/"+r.ID)
 		s.planJournal(g, r, lasts[i])
 		s.planDue(g, r)
 	}
@@ -351,7 +366,7 @@ func (s *Store) plan(recs []persistence.Record, lasts map[int]uint64, outcome ma
 				persistence.ErrTooLarge, g.shard, g.tooBigKey, g.tooBig, s.cfg.MaxRequestBytes)
 			continue
 		}
-		gIfs, gElses := 1+len(g.cmps), 1+len(g.heads)
+		gIfs, gElses := 1+len(g.cmps), 1+len(g.heads)+len(g.news)
 		if len(g.ops) > s.cfg.MaxTxnOps || gIfs > s.cfg.MaxTxnOps || gElses > s.cfg.MaxTxnOps || g.size > limit {
 			outcome[g.shard] = fmt.Errorf("%w: shard %d: %d records, %d writes, %d comparisons, about %d bytes, do not fit in one etcd transaction (MaxTxnOps %d, MaxRequestBytes %d)",
 				persistence.ErrTooLarge, g.shard, g.nrecs, len(g.ops), gIfs, g.size+txnOverhead, s.cfg.MaxTxnOps, s.cfg.MaxRequestBytes)
@@ -452,6 +467,9 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 			for _, h := range g.heads {
 				gets = append(gets, s.journalEndOp(h.kind, h.id))
 			}
+			for _, c := range g.news {
+				gets = append(gets, clientv3.OpGet(c.key, clientv3.WithCountOnly()))
+			}
 			puts = append(puts, g.ops...)
 		}
 		resp, err := s.txn(ctx, groups, cmps, puts, gets)
@@ -480,7 +498,7 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 		keep := groups[:0]
 		at := 0
 		for _, g := range groups {
-			reads := resp.Responses[at : at+1+len(g.heads)]
+			reads := resp.Responses[at : at+1+len(g.heads)+len(g.news)]
 			at += len(reads)
 			if err := s.refused(g, reads); err != nil {
 				out[g.shard] = err
@@ -501,9 +519,10 @@ func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]erro
 }
 
 // refused tells from the Else reads of a failed transaction (g's fence,
-// then the ends of g's journals) why g's part of the guard failed: a
-// *FencedError, a *SequenceError, another error when a read cannot be
-// decoded, or nil when it held.
+// then the ends of g's journals, then its records written as new) why g's
+// part of the guard failed: a *FencedError, a *SequenceError, an
+// *ExistsError, another error when a read cannot be decoded, or nil when
+// it held.
 func (s *Store) refused(g *group, reads []*etcdserverpb.ResponseOp) error {
 	var have int64
 	if kvs := reads[0].GetResponseRange().Kvs; len(kvs) > 0 {
@@ -522,6 +541,11 @@ func (s *Store) refused(g *group, reads []*etcdserverpb.ResponseOp) error {
 		}
 		if last+1 != h.first {
 			return &persistence.SequenceError{Shard: g.shard, Kind: h.kind, ID: h.id, First: h.first, Last: last}
+		}
+	}
+	for i, c := range g.news {
+		if reads[1+len(g.heads)+i].GetResponseRange().Count > 0 {
+			return &persistence.ExistsError{Shard: g.shard, Kind: c.kind, ID: c.id}
 		}
 	}
 	return nil

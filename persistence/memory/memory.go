@@ -191,6 +191,15 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	}
 	for i := range recs {
 		r := &recs[i]
+		if outcome[r.Shard] != nil || !r.Create {
+			continue
+		}
+		if _, ok := s.records[key{r.Kind, r.ID}]; ok {
+			outcome[r.Shard] = &persistence.ExistsError{Shard: r.Shard, Kind: r.Kind, ID: r.ID}
+		}
+	}
+	for i := range recs {
+		r := &recs[i]
 		if outcome[r.Shard] != nil || len(r.Events) == 0 {
 			continue
 		}
@@ -219,7 +228,7 @@ func (s *Store) apply(r *persistence.Record) {
 	k := key{r.Kind, r.ID}
 	stored := *r
 	stored.Data = bytes.Clone(r.Data)
-	stored.Events, stored.DeleteEventsBefore, stored.PrevDue = nil, 0, 0
+	stored.Events, stored.DeleteEventsBefore, stored.PrevDue, stored.Create = nil, 0, 0, false
 	old, replaced := s.records[k]
 	s.index(old, replaced, stored)
 	s.records[k] = stored

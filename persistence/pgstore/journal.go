@@ -29,15 +29,21 @@ import (
 // first and last new event (0 without) and its DeleteEventsBefore.
 // $11..$13: the events to insert, by record (an ordinal into $3..$10) and
 // Seq, less those the record deletes at once.
-// $14: the records' due times, in the order of $3..$10.
+// $14, $15: the records' due times and whether each is a creation
+// (Record.Create), in the order of $3..$10.
 func journalSaveSQL(fences, entities, events string) string {
 	return `WITH req AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
 ), f AS MATERIALIZED (
 	SELECT shard, epoch, jpos FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR NO KEY UPDATE
 ), r AS MATERIALIZED (
-	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[], $14::bigint[])
-		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, ord)
+	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[], $14::bigint[], $15::bool[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)
+), dup AS MATERIALIZED (
+	SELECT DISTINCT ON (r.shard) r.shard, r.kind, r.id FROM r
+	JOIN ` + entities + ` e ON e.kind = r.kind AND e.id = r.id
+	WHERE r.isnew
+	ORDER BY r.shard, r.ord
 ), head AS MATERIALIZED (
 	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
 		coalesce((SELECT max(e.seq) FROM ` + events + ` e WHERE e.kind = r.kind AND e.id = r.id), 0) AS stored
@@ -48,7 +54,7 @@ func journalSaveSQL(fences, entities, events string) string {
 	ORDER BY shard, ord
 ), ok AS MATERIALIZED (
 	SELECT req.shard, f.jpos FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
-	WHERE req.shard NOT IN (SELECT shard FROM bad)
+	WHERE req.shard NOT IN (SELECT shard FROM bad) AND req.shard NOT IN (SELECT shard FROM dup)
 ), w AS (
 	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
 	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due FROM r
@@ -77,9 +83,9 @@ func journalSaveSQL(fences, entities, events string) string {
 		AND e.seq < least(head.del, CASE WHEN head.first > 0 THEN head.last ELSE head.stored END)
 	RETURNING 1
 )
-SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored,
+SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored, dup.kind, dup.id,
 	(SELECT count(*) FROM w), (SELECT count(*) FROM ins), (SELECT count(*) FROM adv), (SELECT count(*) FROM del)
-FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard`
+FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard LEFT JOIN dup ON dup.shard = req.shard`
 }
 
 // feedSQL reads the next events of a kind: for each shard (every shard
@@ -144,6 +150,7 @@ type journalBatch struct {
 	datas                [][]byte
 	firsts, lasts, dels  []int64
 	dues                 []int64
+	creates              []bool
 	evRecs, evSeqs       []int64
 	evDatas              [][]byte
 	want                 map[uint32]int64 // epoch per shard
@@ -156,7 +163,8 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 		recs: recs, order: make([]int, n),
 		kinds: make([]string, n), ids: make([]string, n), recShards: make([]int64, n), recEpochs: make([]int64, n),
 		datas: make([][]byte, n), firsts: make([]int64, n), lasts: make([]int64, n), dels: make([]int64, n), dues: make([]int64, n),
-		want: make(map[uint32]int64), evCount: make(map[uint32]int64),
+		creates: make([]bool, n),
+		want:    make(map[uint32]int64), evCount: make(map[uint32]int64),
 	}
 	for i := range b.order {
 		b.order[i] = i
@@ -172,7 +180,7 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 	for j, i := range b.order {
 		r := &recs[i]
 		b.kinds[j], b.ids[j], b.recShards[j], b.recEpochs[j], b.datas[j] = r.Kind, r.ID, int64(r.Shard), r.Epoch, r.Data
-		b.dels[j], b.dues[j] = int64(r.DeleteEventsBefore), r.Due
+		b.dels[j], b.dues[j], b.creates[j] = int64(r.DeleteEventsBefore), r.Due, r.Create
 		if _, ok := b.want[r.Shard]; !ok {
 			b.want[r.Shard] = r.Epoch
 			b.shards = append(b.shards, int64(r.Shard))
@@ -200,7 +208,7 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uint32]error) error {
 	rows, err := s.pool.Query(ctx, s.journalSaveSQL, b.shards, b.epochs,
 		b.kinds, b.ids, b.recShards, b.recEpochs, b.datas, b.firsts, b.lasts, b.dels,
-		b.evRecs, b.evSeqs, b.evDatas, b.dues)
+		b.evRecs, b.evSeqs, b.evDatas, b.dues, b.creates)
 	if err != nil {
 		return err
 	}
@@ -208,6 +216,7 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 		fence               *int64
 		badKind, badID      *string
 		badFirst, badStored *int64
+		dupKind, dupID      *string
 	}
 	got := make(map[uint32]result, len(b.want))
 	var written, inserted, advanced, deleted int64
@@ -216,7 +225,7 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 			shard int64
 			res   result
 		)
-		if err := rows.Scan(&shard, &res.fence, &res.badKind, &res.badID, &res.badFirst, &res.badStored,
+		if err := rows.Scan(&shard, &res.fence, &res.badKind, &res.badID, &res.badFirst, &res.badStored, &res.dupKind, &res.dupID,
 			&written, &inserted, &advanced, &deleted); err != nil {
 			rows.Close()
 			return err
@@ -239,6 +248,8 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 		case res.badKind != nil:
 			outcome[sh] = &persistence.SequenceError{Shard: sh, Kind: *res.badKind, ID: *res.badID,
 				First: uint64(*res.badFirst), Last: uint64(*res.badStored)}
+		case res.dupKind != nil:
+			outcome[sh] = &persistence.ExistsError{Shard: sh, Kind: *res.dupKind, ID: *res.dupID}
 		default:
 			outcome[sh] = nil
 			wantInserted += b.evCount[sh]

@@ -140,14 +140,21 @@ RETURNING f.epoch`,
 		loadManySQL:  loadManySQL(schema),
 		dueSQL:       dueSQL(entities),
 		// $1, $2: one (shard, epoch) per shard of the batch.
-		// $3..$7, $8: the records, sorted by (kind, id), and their due
-		// times.
+		// $3..$7, $8, $9: the records, sorted by (kind, id), their due
+		// times and whether each is a creation (Record.Create).
 		saveSQL: `WITH req AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
 ), f AS MATERIALIZED (
 	SELECT shard, epoch FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR SHARE
+), dup AS MATERIALIZED (
+	SELECT DISTINCT ON (c.shard) c.shard, c.kind, c.id
+	FROM unnest($3::text[], $4::text[], $5::bigint[], $9::bool[]) AS c(kind, id, shard, isnew)
+	JOIN ` + entities + ` e ON e.kind = c.kind AND e.id = c.id
+	WHERE c.isnew
+	ORDER BY c.shard, c.kind, c.id
 ), ok AS (
 	SELECT req.shard FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
+	WHERE req.shard NOT IN (SELECT shard FROM dup)
 ), w AS (
 	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
 	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due
@@ -158,7 +165,8 @@ RETURNING f.epoch`,
 	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due
 	RETURNING 1
 )
-SELECT req.shard, f.epoch, (SELECT count(*) FROM w) FROM req LEFT JOIN f ON f.shard = req.shard`,
+SELECT req.shard, f.epoch, dup.kind, dup.id, (SELECT count(*) FROM w)
+FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN dup ON dup.shard = req.shard`,
 	}
 }
 
@@ -331,12 +339,13 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		recShards, recEpochs = make([]int64, len(recs)), make([]int64, len(recs))
 		datas                = make([][]byte, len(recs))
 		dues                 = make([]int64, len(recs))
+		creates              = make([]bool, len(recs))
 		want                 = make(map[uint32]int64)
 	)
 	for j, i := range order {
 		r := &recs[i]
 		kinds[j], ids[j], recShards[j], recEpochs[j], datas[j] = r.Kind, r.ID, int64(r.Shard), r.Epoch, r.Data
-		dues[j] = r.Due
+		dues[j], creates[j] = r.Due, r.Create
 		if _, ok := want[r.Shard]; !ok {
 			want[r.Shard] = r.Epoch
 			shards = append(shards, int64(r.Shard))
@@ -349,44 +358,50 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		}
 		return outcome, nil
 	}
-	rows, err := s.pool.Query(ctx, s.saveSQL, shards, epochs, kinds, ids, recShards, recEpochs, datas, dues)
+	rows, err := s.pool.Query(ctx, s.saveSQL, shards, epochs, kinds, ids, recShards, recEpochs, datas, dues, creates)
 	if err != nil {
 		return failAll(err)
 	}
-	got := make(map[uint32]*int64, len(want))
+	type result struct {
+		fence          *int64
+		dupKind, dupID *string
+	}
+	got := make(map[uint32]result, len(want))
 	var written int64 // rows the statement upserted
 	for rows.Next() {
 		var (
 			shard int64
-			fence *int64
+			res   result
 		)
-		if err := rows.Scan(&shard, &fence, &written); err != nil {
+		if err := rows.Scan(&shard, &res.fence, &res.dupKind, &res.dupID, &written); err != nil {
 			rows.Close()
 			return failAll(err)
 		}
-		got[uint32(shard)] = fence
+		got[uint32(shard)] = res
 	}
 	if err := rows.Err(); err != nil {
 		return failAll(err)
 	}
 	for sh, epoch := range want {
-		fence, ok := got[sh]
+		res, ok := got[sh]
 		switch {
 		case !ok:
 			outcome[sh] = fmt.Errorf("pgstore: shard %d: %w: missing from the result", sh, ErrOutcomeUnknown)
-		case fence == nil:
+		case res.fence == nil:
 			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch}
-		case *fence != epoch:
-			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch, Want: *fence}
+		case *res.fence != epoch:
+			outcome[sh] = &persistence.FencedError{Shard: sh, Have: epoch, Want: *res.fence}
+		case res.dupKind != nil:
+			outcome[sh] = &persistence.ExistsError{Shard: sh, Kind: *res.dupKind, ID: *res.dupID}
 		default:
 			outcome[sh] = nil
 		}
 	}
 	// The statement wrote exactly the records of the shards it reports as
-	// matching; anything else would mean the result cannot be trusted.
+	// written; anything else would mean the result cannot be trusted.
 	var expect int64
 	for _, r := range recs {
-		if f := got[r.Shard]; f != nil && *f == r.Epoch {
+		if outcome[r.Shard] == nil {
 			expect++
 		}
 	}

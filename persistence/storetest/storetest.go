@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -27,7 +28,7 @@ type Opener func(t *testing.T) persistence.Store
 // data set each time it is called; the suite closes it.
 func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 	t.Helper()
-	for _, tc := range append(cases[:len(cases):len(cases)], journalCases...) {
+	for _, tc := range slices.Concat(cases, journalCases, createCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
 			t.Cleanup(func() { _ = s.Close() })

@@ -65,6 +65,9 @@ type write struct {
 	// journal is the new events of an event-sourced entity, its record's
 	// journal fields, and the events its snapshot lets go.
 	journal journalWrite
+	// create makes the record a creation (persistence.Record.Create): the
+	// first write of an entity activated without a read (AsNew).
+	create bool
 }
 
 // writeDep names write seq of the entity en (or any later one).
@@ -126,7 +129,7 @@ func (p *pending) record() persistence.Record {
 	data = append(data, w.reminders...)
 	data = append(data, w.journal.meta...)
 	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data,
-		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore}
+		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore, Create: w.create}
 }
 
 // records appends p's records to recs: the entity's, its dedup record
@@ -175,6 +178,7 @@ func (p *pending) add(w write, maxEvents int, apart bool) *pending {
 		return p.next
 	}
 	w.prevDue = p.w.prevDue // the replaced write is never sent
+	w.create = w.create || p.w.create
 	if w.cold == nil && p.cold != nil {
 		w.size += p.w.coldSize // the dedup record of a write it covers goes with it
 		w.coldSize = p.w.coldSize
@@ -723,6 +727,7 @@ func (q *queue) requeue(ps []*pending, limit int) {
 			len(p.after) == 0 && len(o.after) == 0 {
 			o.done = append(p.done, o.done...)
 			o.w.prevDue = p.w.prevDue // p was never written
+			o.w.create = o.w.create || p.w.create
 			if o.limit == 0 || limit < o.limit {
 				o.limit = limit
 			}

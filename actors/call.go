@@ -21,12 +21,38 @@ type Invoker interface {
 // CallOption configures one Call. Options are built fresh per call.
 type CallOption func(*callOptions)
 
-type callOptions struct{ requestID string }
+type callOptions struct {
+	requestID string
+	asNew     bool
+}
 
 // WithRequestID sets the call's request ID. A retry that must be applied at
 // most once reuses the ID of the first attempt. Without it, Call draws a
 // random ID.
 func WithRequestID(id string) CallOption { return func(o *callOptions) { o.requestID = id } }
+
+// AsNew tells the target's kind that the caller believes the entity has
+// never been written: it carries an ID the caller has just minted, as a
+// new transfer does. A kind that trusts the hint (TrustAsNew) activates
+// the entity without reading the store; any other kind ignores it. The
+// hint goes with the call's first attempt only. A wrong one loses
+// nothing but costs the entity's shard a restart: never use it for a
+// resubmission.
+func AsNew() CallOption { return func(o *callOptions) { o.asNew = true } }
+
+// ForRetry returns env as a retry of it goes: without its AsNew hint,
+// since the first attempt may have created the entity. It returns env
+// itself when it carries no hint, and a copy otherwise (an attempt still
+// in flight may be reading env). An Invoker that retries sends its
+// attempts after the first through it.
+func ForRetry(env *ordopb.Envelope) *ordopb.Envelope {
+	if !env.GetNewEntity() {
+		return env
+	}
+	c := proto.CloneOf(env)
+	c.NewEntity = false
+	return c
+}
 
 // NewRequestID returns a random 128-bit request ID in hex.
 func NewRequestID() string {
@@ -67,6 +93,7 @@ func Call[R proto.Message](ctx context.Context, inv Invoker, ref Ref, msg proto.
 	if err != nil {
 		return zero, err
 	}
+	env.NewEntity = o.asNew
 	if md := metadataOf(ctx); len(md) > 0 {
 		if err := validateMetadata(md); err != nil {
 			return zero, &Error{Code: ordopb.Code_CODE_BAD_REQUEST, Message: err.Error()}

@@ -59,7 +59,12 @@ type entity struct {
 	self  *actor.PID
 
 	loaded      bool
-	dirty       bool // the dedup window or fences changed since the last write
+	// presumed: the entity was activated from its zero state without a
+	// read (a caller's AsNew hint) and none of its writes is durable yet;
+	// its first write is a creation. noPresume: this actor no longer
+	// takes the hint (it restarted once).
+	presumed, noPresume bool
+	dirty               bool // the dedup window or fences changed since the last write
 	reading     bool // a read handler runs (it may not change reminders)
 	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
 	hookRan     bool // OnPassivate ran; nothing else runs in this activation
@@ -360,7 +365,16 @@ func (e *entity) handleInvoke(c *call) {
 	e.startSpan(env, name)
 	defer e.endSpan()
 	if !e.loaded {
-		if err := e.activate(); err != nil {
+		if err := e.activate(c.asNew && write); err != nil {
+			e.h.finish(c, errReply(env, err))
+			return
+		}
+	} else if e.presumed && !write && e.seq == 0 {
+		// A read of an entity assumed new that has written nothing: its
+		// assumed state may not answer. Read the store.
+		e.reload(errf(ordopb.Code_CODE_UNAVAILABLE, "entity %s restarted", e.en.ref),
+			errf(ordopb.Code_CODE_UNAVAILABLE, "entity %s restarted", e.en.ref))
+		if err := e.activate(false); err != nil {
 			e.h.finish(c, errReply(env, err))
 			return
 		}
@@ -573,7 +587,10 @@ func (e *entity) commit(added int) error {
 		}
 	} else if state, serr := e.beh.snapshot(); serr != nil {
 		err = serr
-	} else if added > 0 || e.dirty || remWrite || string(state) != string(e.lastState) {
+	} else if added > 0 || e.dirty || remWrite || string(state) != string(e.lastState) ||
+		e.presumed && e.seq == 0 && (len(e.outbox) > 0 || len(resolved) > 0) {
+		// (An entity assumed new writes its record before its first
+		// answer or message: that write is the creation that checks it.)
 		if size, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); !ok {
 			e.unremember(added)
 			e.rollback()
@@ -971,6 +988,7 @@ func encodeRecent(d *ordopb.DedupEntry) []byte {
 // is then nil: the snapshot, if any, is in jw). The record itself is
 // encoded by the batcher, once per Save.
 func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error {
+	create := e.presumed && e.seq == 0
 	e.seq++
 	e.lastState = state
 	e.dirty = false
@@ -1015,6 +1033,7 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 		span:      e.span,
 		// An event-sourced entity's events, journal fields and deletion.
 		journal: jw,
+		create:  create,
 		done: func(err error) {
 			if err == nil && due > 0 {
 				sh.noteDue(due) // the host's reminder scan looks at the shard again
@@ -1076,6 +1095,7 @@ func (e *entity) handleWriteDone(m *writeDone) {
 		if m.seq > e.durable {
 			e.durable = m.seq
 		}
+		e.presumed = false // its creation is durable
 		e.release()
 		e.maybeStop()
 	case errors.Is(m.err, errWriteCanceled), errors.Is(m.err, ErrClosed):
@@ -1083,6 +1103,12 @@ func (e *entity) handleWriteDone(m *writeDone) {
 	case errors.Is(m.err, persistence.ErrTooLarge):
 		e.refused(m.err)
 	default:
+		if errors.Is(m.err, persistence.ErrExists) {
+			// Activated as new on a caller's AsNew hint, but stored: its
+			// creation was refused, with the rest of its shard's Save. A
+			// co-located write may depend on it, so the shard restarts.
+			e.h.log.Warn("an entity activated as new (AsNew) is stored; its shard restarts", "entity", e.en.ref, "err", m.err)
+		}
 		if errors.Is(m.err, persistence.ErrSequence) {
 			// The store's journal does not end where this owner's writes
 			// say it does: a bug, or another writer under the same epoch.
@@ -1147,6 +1173,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.failWaiting(waitErr)
 	e.dropOuts()
 	e.loaded = false
+	e.presumed, e.noPresume = false, true
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 	e.tail, e.coldGen = 0, 0
 	e.fences = nil
@@ -1156,8 +1183,10 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 }
 
 // activate fences the shard (once per ownership), loads the entity's
-// record and runs the OnActivate hook.
-func (e *entity) activate() error {
+// record and runs the OnActivate hook. With presume (a caller's AsNew
+// hint, for a kind that trusts it), it does not read the store: the
+// entity starts from its zero state, and its first write is a creation.
+func (e *entity) activate(presume bool) error {
 	if err := e.h.ensureFenced(e.en.shard); err != nil {
 		if errors.Is(err, persistence.ErrFenced) {
 			e.h.shardLost(e.en.shard, err)
@@ -1165,7 +1194,14 @@ func (e *entity) activate() error {
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.en.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+	var rec persistence.Record
+	var err error
+	e.presumed = presume && !e.noPresume && e.es == nil
+	if e.presumed {
+		err = persistence.ErrNotFound
+	} else {
+		rec, err = e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+	}
 	var stored ordopb.EntityRecord
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):

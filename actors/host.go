@@ -249,6 +249,9 @@ type call struct {
 	fence *ordopb.SenderFence
 	// timer: the call is a timer's firing (After), not a request.
 	timer bool
+	// asNew: the caller's hint that the entity was never written
+	// (Envelope.new_entity), for a kind that trusts it (TrustAsNew).
+	asNew bool
 	// remind, when not 0, makes the call a delivery of the entity's due
 	// reminders (Host.remind), listed by the store's index as due then;
 	// firing is set on the request one reminder's firing makes.
@@ -714,6 +717,7 @@ func (h *Host) admit(from Caller, c *call) {
 		return
 	}
 	c.caller = caller
+	c.asNew = env.GetNewEntity() && kind.trustsAsNew()
 	if caller.Class == CallerEntity {
 		c.fence = env.GetSenderFence()
 	}

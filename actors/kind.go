@@ -29,6 +29,9 @@ type Kind interface {
 	// eventSourced reports whether the kind is event-sourced
 	// (EventSourced): its host's store must keep journals.
 	eventSourced() bool
+	// trustsAsNew reports whether the kind honours its callers' AsNew
+	// hints (TrustAsNew).
+	trustsAsNew() bool
 }
 
 var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
@@ -42,6 +45,7 @@ type KindOf[S proto.Message] struct {
 	onActivate  func(c *Context[S])
 	onPassivate func(c *Context[S])
 	es          *eventKind[S] // nil: state-based (see EventSourced)
+	asNew       bool          // TrustAsNew
 }
 
 // Option configures a KindOf: a handler (On, OnRead) or a hook
@@ -70,6 +74,9 @@ func NewKind[S proto.Message](name string, newState func() S, opts ...Option[S])
 		if err := o(k); err != nil {
 			return nil, fmt.Errorf("actors: kind %q: %w", name, err)
 		}
+	}
+	if k.asNew && k.es != nil {
+		return nil, fmt.Errorf("actors: kind %q: TrustAsNew applies to state-based kinds only", name)
 	}
 	for m := range k.internals {
 		if !k.handles(m) {
@@ -101,6 +108,32 @@ func (k *KindOf[S]) handles(name protoreflect.FullName) bool {
 }
 
 func (k *KindOf[S]) internal(name protoreflect.FullName) bool { return k.internals[name] }
+
+func (k *KindOf[S]) trustsAsNew() bool { return k.asNew }
+
+// TrustAsNew makes the kind honour its callers' AsNew hints: a call that
+// says its entity has never been written, and finds it not active,
+// activates it from its zero state without reading the store. The
+// entity's first write is then a creation (persistence.Record.Create),
+// which the store refuses if the entity is stored after all, so a wrong
+// hint never overwrites anything; it costs the entity's shard a restart
+// (the shard is given up and served again under a new epoch) and the
+// calls in flight there a retryable error. Until its first write is
+// durable the entity answers nothing from its assumed state: a read
+// handler's call reads the store first, and a run that changed nothing
+// but answers or sends writes the record all the same.
+//
+// Declare it for kinds whose IDs callers mint (a transfer's ID), where
+// the read of an entity that cannot exist yet is the cost it saves. Any
+// caller that may call the kind can send the hint, and a caller that
+// sends it wrongly on purpose makes the shard restart: keep it to kinds
+// whose callers are trusted not to. State-based kinds only.
+func TrustAsNew[S proto.Message]() Option[S] {
+	return func(k *KindOf[S]) error {
+		k.asNew = true
+		return nil
+	}
+}
 
 // Internal declares the types of msgs (their values are not used; nil
 // pointers of generated types will do) internal to the kind: only the

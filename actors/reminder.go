@@ -429,7 +429,7 @@ func (e *entity) handleRemind(c *call) {
 		return
 	}
 	if !e.loaded {
-		if err := e.activate(); err != nil {
+		if err := e.activate(false); err != nil {
 			e.h.finish(c, errReply(c.env, err))
 			return
 		}

@@ -186,6 +186,7 @@ func (d *Dev) invoke(ctx context.Context, env *ordopb.Envelope, from actors.Send
 			return nil, fmt.Errorf("%w: cluster: call to %s gave up after %d attempts (RetryPolicy.MaxAttempts): %v",
 				actors.ErrUnavailable, ref, attempt+1, last)
 		}
+		env = actors.ForRetry(env)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

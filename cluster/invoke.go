@@ -187,6 +187,7 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 		if attempt > 0 {
 			r.metrics.retries.Inc()
 		}
+		env = actors.ForRetry(env)
 		// Wait for the backoff, or less if the shard's owner changes.
 		owner, _ := r.table.Lookup(shard)
 		t := time.NewTimer(wait)

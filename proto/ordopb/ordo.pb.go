@@ -195,7 +195,15 @@ type Envelope struct {
 	// highest epoch it has accepted from each sender shard and refuses a
 	// message from a lower one: a message of an owner the shard has since
 	// moved away from, delivered late. Believed only when sender is.
-	SenderFence   *SenderFence `protobuf:"bytes,7,opt,name=sender_fence,json=senderFence,proto3" json:"sender_fence,omitempty"`
+	SenderFence *SenderFence `protobuf:"bytes,7,opt,name=sender_fence,json=senderFence,proto3" json:"sender_fence,omitempty"`
+	// The caller believes the target entity has never been written (it
+	// carries an ID the caller has just minted). A kind that trusts the
+	// hint (actors.TrustAsNew) then activates the entity, if it is not
+	// active, from its zero state without reading the store, and writes its
+	// first record as new: a store that holds the entity after all refuses
+	// that write and nothing is lost (the entity's shard restarts and the
+	// call fails retryably). Retries do not carry it.
+	NewEntity     bool `protobuf:"varint,8,opt,name=new_entity,json=newEntity,proto3" json:"new_entity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +285,13 @@ func (x *Envelope) GetSenderFence() *SenderFence {
 		return x.SenderFence
 	}
 	return nil
+}
+
+func (x *Envelope) GetNewEntity() bool {
+	if x != nil {
+		return x.NewEntity
+	}
+	return false
 }
 
 // SenderFence is the shard and fencing epoch an entity-to-entity message
@@ -825,7 +840,7 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x17proto/ordopb/ordo.proto\x12\aordo.v1\x1a\x19google/protobuf/any.proto\"/\n" +
 	"\tEntityRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\x92\x03\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xb1\x03\n" +
 	"\bEnvelope\x12*\n" +
 	"\x06target\x18\x01 \x01(\v2\x12.ordo.v1.EntityRefR\x06target\x12\x1d\n" +
 	"\n" +
@@ -834,7 +849,9 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x12deadline_unix_nano\x18\x04 \x01(\x03R\x10deadlineUnixNano\x12;\n" +
 	"\bmetadata\x18\x05 \x03(\v2\x1f.ordo.v1.Envelope.MetadataEntryR\bmetadata\x12*\n" +
 	"\x06sender\x18\x06 \x01(\v2\x12.ordo.v1.EntityRefR\x06sender\x127\n" +
-	"\fsender_fence\x18\a \x01(\v2\x14.ordo.v1.SenderFenceR\vsenderFence\x1a;\n" +
+	"\fsender_fence\x18\a \x01(\v2\x14.ordo.v1.SenderFenceR\vsenderFence\x12\x1d\n" +
+	"\n" +
+	"new_entity\x18\b \x01(\bR\tnewEntity\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +

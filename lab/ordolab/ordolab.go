@@ -125,10 +125,10 @@ func (a *Approach) Transfer(ctx context.Context, from, to int, amount int64) err
 			defer close(paused)
 			a.pause(src, d)
 		}()
-		st, err = ledger.SubmitAndWait(ctx, inv, id, src, dst, amount)
+		st, err = ledger.SubmitNew(ctx, inv, id, src, dst, amount)
 		<-paused
 	} else {
-		st, err = ledger.SubmitAndWait(ctx, inv, id, src, dst, amount)
+		st, err = ledger.SubmitNew(ctx, inv, id, src, dst, amount)
 	}
 	if err != nil {
 		if code, ok := workload.HandlerCode(err); ok {

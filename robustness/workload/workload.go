@@ -247,14 +247,15 @@ func (c *client) next(ctx context.Context, inv actors.Invoker, cfg Config, pick 
 	return op
 }
 
-// Transfer submits one transfer and waits for its final state, bounded by
-// timeout, and returns the history op (Client left 0).
+// Transfer submits one transfer, whose ID id is new (ledger.SubmitNew),
+// and waits for its final state, bounded by timeout, and returns the
+// history op (Client left 0).
 func Transfer(ctx context.Context, inv actors.Invoker, id, from, to string, amount int64, timeout time.Duration) history.Op {
 	op := history.Op{Op: history.OpTransfer, ID: id, From: from, To: to, Amount: amount}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	op.Call = time.Now().UnixNano()
-	st, err := ledger.SubmitAndWait(tctx, inv, id, from, to, amount)
+	st, err := ledger.SubmitNew(tctx, inv, id, from, to, amount)
 	op.Ret = time.Now().UnixNano()
 	op.Outcome, op.Error = TransferOutcome(st, err)
 	return op

@@ -20,6 +20,15 @@ func SubmitAndWait(ctx context.Context, inv actors.Invoker, id, from, to string,
 		&bankpb.SubmitTransfer{From: from, To: to, Amount: amount}, actors.WithRequestID(id+":submit"))
 }
 
+// SubmitNew is SubmitAndWait for a transfer ID the caller has just
+// minted and never submitted before: the saga starts without reading the
+// store (actors.AsNew). Resubmit with SubmitAndWait: a wrong hint loses
+// nothing, but it costs the saga's shard a restart.
+func SubmitNew(ctx context.Context, inv actors.Invoker, id, from, to string, amount int64) (*bankpb.TransferState, error) {
+	return bankpb.NewTransferServiceClient(inv).SubmitTransfer(ctx, TransferID(from, id),
+		&bankpb.SubmitTransfer{From: from, To: to, Amount: amount}, actors.WithRequestID(id+":submit"), actors.AsNew())
+}
+
 // Schedule schedules transfer id from account from to start at start and
 // returns its state (SCHEDULED until it starts; a transfer scheduled again
 // with the same parameters returns its state as it stands). The request ID

@@ -27,10 +27,13 @@ const outcome = "outcome"
 
 // Transfer is the transfer saga kind (bankpb.TransferService). A transfer
 // lives in its source account's shard (TransferRef), so the saga and its
-// debit talk in memory and their writes share one Save.
+// debit talk in memory and their writes share one Save. It trusts its
+// callers' AsNew hints (SubmitNew): a transfer whose client has just
+// minted its ID starts without a store read.
 var Transfer = bankpb.MustTransferServiceKind[*bankpb.Transfer](
 	func() *bankpb.Transfer { return new(bankpb.Transfer) }, transfers{},
-	actors.OnActivate(func(c *transferCtx) { step(c) }))
+	actors.OnActivate(func(c *transferCtx) { step(c) }),
+	actors.TrustAsNew[*bankpb.Transfer]())
 
 // transfers is the transfer kind's handlers.
 type transfers struct{}

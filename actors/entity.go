@@ -59,16 +59,16 @@ type entity struct {
 	self  *actor.PID
 
 	loaded      bool
+	dirty       bool // the dedup window or fences changed since the last write
+	reading     bool // a read handler runs (it may not change reminders)
+	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
+	hookRan     bool // OnPassivate ran; nothing else runs in this activation
+	stopping    bool // Stop was requested
 	// presumed: the entity was activated from its zero state without a
 	// read (a caller's AsNew hint) and none of its writes is durable yet;
 	// its first write is a creation. noPresume: this actor no longer
 	// takes the hint (it restarted once).
 	presumed, noPresume bool
-	dirty               bool // the dedup window or fences changed since the last write
-	reading     bool // a read handler runs (it may not change reminders)
-	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
-	hookRan     bool // OnPassivate ran; nothing else runs in this activation
-	stopping    bool // Stop was requested
 
 	gen       uint64 // bumped by every restart; older write results are ignored
 	seq       uint64 // sequence number of the last write made

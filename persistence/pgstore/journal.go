@@ -41,7 +41,7 @@ func journalSaveSQL(fences, entities, events string) string {
 		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)
 ), dup AS MATERIALIZED (
 	SELECT DISTINCT ON (r.shard) r.shard, r.kind, r.id FROM r
-	JOIN ` + entities + ` e ON e.kind = r.kind AND e.id = r.id
+	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = r.kind AND x.id = r.id LIMIT 1) AS e
 	WHERE r.isnew
 	ORDER BY r.shard, r.ord
 ), head AS MATERIALIZED (

@@ -149,7 +149,7 @@ RETURNING f.epoch`,
 ), dup AS MATERIALIZED (
 	SELECT DISTINCT ON (c.shard) c.shard, c.kind, c.id
 	FROM unnest($3::text[], $4::text[], $5::bigint[], $9::bool[]) AS c(kind, id, shard, isnew)
-	JOIN ` + entities + ` e ON e.kind = c.kind AND e.id = c.id
+	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e
 	WHERE c.isnew
 	ORDER BY c.shard, c.kind, c.id
 ), ok AS (

@@ -76,3 +76,66 @@ func TestLoadManyReadsByKeyWithPlanOfEmptyTable(t *testing.T) {
 	require.Contains(t, got, persistence.Key{Kind: "k", ID: "x-1"})
 	require.Contains(t, got, persistence.Key{Kind: "k", ID: fmt.Sprint("x-", n-1)})
 }
+
+// A Save's check of the records written as new (Record.Create) looks each
+// up in the primary key, in both statements, with the generic plan made
+// on the empty table: a join of the batch to the table would hash the
+// whole table on every Save once it has grown.
+func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cfg := pgstore.DefaultConfig()
+	cfg.URL, cfg.Schema = url, schema
+	s, err := pgstore.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Close()
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	plain, journal := pgstore.SaveSQL(schema)
+	_, err = conn.Exec(ctx, `PREPARE save(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bool[]) AS `+plain)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `PREPARE save_journal(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bigint[], bigint[],
+		bigint[], bigint[], bytea[], bigint[], bool[]) AS `+journal)
+	require.NoError(t, err)
+	explain := func(stmt string) string {
+		var b strings.Builder
+		rows, err := conn.Query(ctx, `EXPLAIN `+stmt, pgx.QueryExecModeSimpleProtocol)
+		require.NoError(t, err)
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			b.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		return b.String()
+	}
+	const (
+		savePlain   = `EXECUTE save('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{0,0}', '{t,t}')`
+		saveJournal = `EXECUTE save_journal('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{1,1}', '{1,1}', '{0,0}',
+			'{1,2}', '{1,1}', '{"",""}', '{0,0}', '{t,t}')`
+	)
+	explain(savePlain) // the generic plans, made on the empty table
+	explain(saveJournal)
+
+	const n = 5000
+	require.NoError(t, s.Fence(ctx, 1, 1))
+	recs := make([]persistence.Record, 0, 250)
+	for i := range n {
+		recs = append(recs, persistence.Record{Kind: "k", ID: fmt.Sprintf("x-%d", i), Shard: 1, Epoch: 1, Data: make([]byte, 100)})
+		if len(recs) == cap(recs) {
+			outcome, err := s.Save(ctx, recs)
+			require.NoError(t, err)
+			require.NoError(t, outcome[1])
+			recs = recs[:0]
+		}
+	}
+	for _, stmt := range []string{savePlain, saveJournal} {
+		plan := explain(stmt)
+		require.NotContains(t, plan, "Seq Scan on entities", "a Save of two records scans the table:\n%s", plan)
+	}
+}

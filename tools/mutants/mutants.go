@@ -144,6 +144,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./persistence/etcdstore"},
 	},
 	{
+		Name:  "pgstore/create-check-by-key",
+		Guard: "speed: a Save looks the records written as new up in the primary key, whatever plan PostgreSQL keeps",
+		File:  "persistence/pgstore/pgstore.go",
+		Orig:  "	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e",
+		Repl:  "	JOIN ` + entities + ` AS x ON x.kind = c.kind AND x.id = c.id",
+		Pkgs:  []string{"./persistence/pgstore"},
+	},
+	{
 		Name:  "pgstore/load-many-by-key",
 		Guard: "speed: a read of many records looks each up in the primary key, whatever plan PostgreSQL keeps",
 		File:  "persistence/pgstore/loadmany.go",

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -230,6 +231,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 	pgF := fs.String("pg", "", "PostgreSQL URL (default $ORDO_PG_URL, not shown: it may hold a password)")
 	check := fs.Bool("check", false, "fail unless every approach completes transfers and passes its checks")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of this process over every run to this file (go tool pprof); in-process approaches (ordo) are profiled whole, the others' servers not")
+	memProf := fs.String("memprofile", "", "write this process's allocation profile (go tool pprof -sample_index=alloc_space) over every run to this file when the runs end")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -304,6 +306,20 @@ func Main(ctx context.Context, args []string, stdout io.Writer, extra ...Builder
 			return fmt.Errorf("lab: cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+
+	if *memProf != "" {
+		f, err := os.Create(*memProf)
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		defer f.Close()
+		defer func() {
+			runtime.GC() // the profile's in-use figures as of the end
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintf(stdout, "lab: allocation profile: %v\n", err)
+			}
+		}()
 	}
 
 	rep := Report{Machine: ThisMachine(), Workload: wl, Concurrencies: conc, TTL: *ttl, Comparisons: compare, Rounds: *rounds}

@@ -199,6 +199,23 @@ func runMemPair(t *testing.T, args ...string) (lab.Report, string) {
 	return rep, string(md)
 }
 
+// --cpuprofile and --memprofile write profiles pprof reads (gzipped
+// protobuf).
+func TestMainProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	runMemPair(t, "--idle-sample", "0", "--cpuprofile", cpu, "--memprofile", mem)
+	for _, f := range []string{cpu, mem} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("%s is not a gzipped profile (%d bytes)", f, len(b))
+		}
+	}
+}
+
 func TestMainSeveralConcurrencies(t *testing.T) {
 	rep, text := runMemPair(t, "--concurrency", "2,5", "--idle-sample", "20ms")
 	var got []string

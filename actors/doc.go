@@ -138,6 +138,15 @@
 // resends a failed request waits for it too: no resend loop is a busy
 // loop.
 //
+// New entities. A call made with AsNew says its entity has never been
+// written (its ID was just minted); a kind declared with TrustAsNew then
+// activates the entity without reading the store, and writes its first
+// record as a creation (persistence.Record.Create), which the store
+// refuses if the entity exists. Nothing the entity says or sends leaves
+// before that creation is durable, so a wrong hint loses nothing; it
+// restarts the entity's shard. Invokers that retry drop the hint after the
+// first attempt (ForRetry).
+//
 // Contexts and metadata. A handler's Context is a context.Context: its
 // deadline is the caller's (the envelope's), it ends when the entity stops
 // or the handler returns, and it carries the caller's metadata

@@ -2,6 +2,9 @@ package actors_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,12 +52,34 @@ var hookArmed atomic.Bool
 
 func freshRef(id string) actors.Ref { return actors.Ref{Kind: "fresh", ID: id} }
 
+// logBuffer is a slog destination a test reads.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// asNewLog is where asNewHost's hosts log.
+var asNewLog logBuffer
+
 // asNewHost starts a host over store owning every shard at epoch, with
 // the fresh and counter kinds; lost counts its lost shards.
 func asNewHost(t *testing.T, store *memory.Store, epoch int64, lost *atomic.Int64) (*actors.Host, actors.HostConfig) {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
+	cfg.Logger = slog.New(slog.NewTextHandler(&asNewLog, nil))
 	deps := actors.HostDeps{Store: store}
 	if lost != nil {
 		deps.ShardLost = func(uint32, int64, error) { lost.Add(1) }
@@ -165,6 +190,7 @@ func TestAsNewOnStoredEntityLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, rec.Epoch, "the refused creation must not be stored")
 	require.GreaterOrEqual(t, host.Stats().Batch.Failed, uint64(1))
+	require.Contains(t, asNewLog.String(), `entity=fresh/x caller=process`, "the warning names the entity and the caller whose hint was wrong")
 
 	shard := actors.ShardOf(freshRef("x"), cfg.Shards)
 	require.NoError(t, host.Own(shard, 3))

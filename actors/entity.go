@@ -67,8 +67,10 @@ type entity struct {
 	// presumed: the entity was activated from its zero state without a
 	// read (a caller's AsNew hint) and none of its writes is durable yet;
 	// its first write is a creation. noPresume: this actor no longer
-	// takes the hint (it restarted once).
+	// takes the hint (it restarted once). presumedBy is the caller whose
+	// hint it took, while presumed.
 	presumed, noPresume bool
+	presumedBy          *Caller
 
 	gen       uint64 // bumped by every restart; older write results are ignored
 	seq       uint64 // sequence number of the last write made
@@ -365,6 +367,9 @@ func (e *entity) handleInvoke(c *call) {
 	e.startSpan(env, name)
 	defer e.endSpan()
 	if !e.loaded {
+		if c.asNew && write {
+			e.presumedBy = &c.caller
+		}
 		if err := e.activate(c.asNew && write); err != nil {
 			e.h.finish(c, errReply(env, err))
 			return
@@ -1095,7 +1100,7 @@ func (e *entity) handleWriteDone(m *writeDone) {
 		if m.seq > e.durable {
 			e.durable = m.seq
 		}
-		e.presumed = false // its creation is durable
+		e.presumed, e.presumedBy = false, nil // its creation is durable
 		e.release()
 		e.maybeStop()
 	case errors.Is(m.err, errWriteCanceled), errors.Is(m.err, ErrClosed):
@@ -1107,7 +1112,12 @@ func (e *entity) handleWriteDone(m *writeDone) {
 			// Activated as new on a caller's AsNew hint, but stored: its
 			// creation was refused, with the rest of its shard's Save. A
 			// co-located write may depend on it, so the shard restarts.
-			e.h.log.Warn("an entity activated as new (AsNew) is stored; its shard restarts", "entity", e.en.ref, "err", m.err)
+			by := "unknown"
+			if e.presumedBy != nil {
+				by = e.presumedBy.String()
+			}
+			e.h.log.Warn("an entity activated as new on a caller's hint (AsNew) is stored; its shard restarts",
+				"entity", e.en.ref, "caller", by, "err", m.err)
 		}
 		if errors.Is(m.err, persistence.ErrSequence) {
 			// The store's journal does not end where this owner's writes
@@ -1173,7 +1183,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.failWaiting(waitErr)
 	e.dropOuts()
 	e.loaded = false
-	e.presumed, e.noPresume = false, true
+	e.presumed, e.presumedBy, e.noPresume = false, nil, true
 	e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0
 	e.tail, e.coldGen = 0, 0
 	e.fences = nil

@@ -39,9 +39,14 @@ func latchKind(echoes *atomic.Int64) *actors.KindOf[*testpb.Counter] {
 		}),
 		// Forward resolves at once: the answer does not wait for the
 		// write this run makes.
+		// With To set, it also sends Add to that latch, behind the run's
+		// write.
 		actors.On(func(c *latchC, m *testpb.Forward) (*testpb.Value, error) {
 			c.State.Value += m.Delta
 			c.ResolveNow("open", &testpb.Value{Value: c.State.Value}, nil)
+			if m.To != "" {
+				c.Send(latchRef(m.To), &testpb.Add{Delta: m.Delta}, m.RequestId)
+			}
 			return &testpb.Value{Value: c.State.Value}, nil
 		}),
 		actors.OnRead(func(c *latchC, m *testpb.Get) (*testpb.Value, error) {
@@ -182,6 +187,43 @@ func TestResolveNowSkipsItsOwnWrite(t *testing.T) {
 	require.EqualValues(t, 9, value(t, recv(t, again)))
 	require.EqualValues(t, 1, l.echoes.Load(), "Echo handler runs")
 }
+
+// An answer resolved with ResolveNow does not wait behind a message the
+// same run sends to another shard: that message waits for the run's
+// write, the answer only for the writes before it.
+func TestResolveNowSkipsItsOwnWriteWhenItSends(t *testing.T) {
+	l := newLatch(t, nil)
+	to := "m"
+	for latchShard(to) == latchShard("s") {
+		to += "m"
+	}
+	wait := l.submit(t, "s", &testpb.Echo{}, "echo-s", time.Time{})
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if _, err := l.store.Load(context.Background(), "latch", "s"); err != nil {
+			return err // the Echo's own write is not durable yet
+		}
+		return nil
+	})
+	release := l.store.BlockSaves()
+	fwd := l.submit(t, "s", &testpb.Forward{Delta: 4, To: to, RequestId: "add-" + to}, "fwd-s", time.Time{})
+	require.EqualValues(t, 4, value(t, recv(t, wait))) // while the resolving write is blocked
+	requireNoReply(t, fwd, "the resolver's own reply while its write is blocked")
+	release()
+	require.EqualValues(t, 4, value(t, recv(t, fwd)))
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		v, err := actors.Call[*testpb.Value](testCtx(t), l.host, latchRef(to), &testpb.Get{})
+		if err != nil {
+			return err
+		}
+		if v.GetValue() != 4 {
+			return fmt.Errorf("%s holds %d, want 4: the message did not arrive", to, v.GetValue())
+		}
+		return nil
+	})
+}
+
+// latchShard is the shard of latch id in newLatch's hosts.
+func latchShard(id string) uint32 { return actors.ShardOf(latchRef(id), 4) }
 
 // A duplicate of a pending request waits for the same answer; the
 // handler runs once.

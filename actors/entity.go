@@ -617,18 +617,27 @@ func (e *entity) commit(added int) error {
 		delete(e.waitIdx, r.w.id)
 		delete(e.waiting, r.w.key)
 	}
+	// Held replies and messages leave in order, each once its write is
+	// durable (release), so the list stays sorted by write: the early
+	// answers (ResolveNow), behind the writes before this run, go ahead
+	// of the run's messages, which wait for its write.
+	e.holdResolved(resolved, true, before)
 	e.flushOutbox(e.seq)
 	e.applyTimers()
+	e.holdResolved(resolved, false, e.seq)
+	return nil
+}
+
+// holdResolved holds the answers of the resolutions whose early flag is
+// early behind write dep.
+func (e *entity) holdResolved(resolved []resolved, early bool, dep uint64) {
 	for _, r := range resolved {
-		dep := e.seq
-		if r.early {
-			dep = before
-		}
-		for _, c := range r.w.calls {
-			e.hold(dep, c, r.rep, nil)
+		if r.early == early {
+			for _, c := range r.w.calls {
+				e.hold(dep, c, r.rep, nil)
+			}
 		}
 	}
-	return nil
 }
 
 type resolved struct {

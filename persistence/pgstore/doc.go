@@ -43,6 +43,13 @@
 // entities_due over it: Store.Due is one indexed query, and the index can
 // never disagree with a record (Record.PrevDue is not needed).
 //
+// Each statement comes in variants, chosen per batch, that leave out what
+// the batch does not need: the check of records written as new
+// (Record.Create) and the deletes of events (Record.DeleteEventsBefore).
+// A part with nothing to do still costs PostgreSQL's executor its setup on
+// every Save, and many Saves create nothing, or delete nothing. pgx
+// prepares each variant once per connection.
+//
 // # Journals
 //
 // A batch with events or deletes (persistence.Journal) is saved by another

@@ -24,6 +24,11 @@ import (
 // and moving jpos past them (ev, ins, adv); and it deletes the events
 // records ask to delete (del).
 //
+// The check of creations (dup) and the deletes (del) are left out of the
+// statement when v says the batch has none: each costs PostgreSQL
+// planner and executor work on every Save, whether or not it has rows to
+// look at, and many Saves need neither (see saveVariant).
+//
 // $1, $2: one (shard, epoch) per shard of the batch.
 // $3..$10: the records, sorted by (kind, id), each with the Seq of its
 // first and last new event (0 without) and its DeleteEventsBefore.
@@ -31,19 +36,35 @@ import (
 // Seq, less those the record deletes at once.
 // $14, $15: the records' due times and whether each is a creation
 // (Record.Create), in the order of $3..$10.
-func journalSaveSQL(fences, entities, events string) string {
+func journalSaveSQL(fences, entities, events string, v saveVariant) string {
+	dup, notDup, dupCols, dupJoin := noDup()
+	if v&withCreates != 0 {
+		dup = `
+), dup AS MATERIALIZED (
+	SELECT DISTINCT ON (r.shard) r.shard, r.kind, r.id FROM r
+	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = r.kind AND x.id = r.id LIMIT 1) AS e
+	WHERE r.isnew
+	ORDER BY r.shard, r.ord`
+		notDup, dupCols, dupJoin = withDup()
+	}
+	del, delCount := "", "0::bigint"
+	if v&withDeletes != 0 {
+		del = `
+), del AS (
+	DELETE FROM ` + events + ` AS e USING head
+	WHERE head.del > 0 AND head.shard IN (SELECT shard FROM ok)
+		AND e.kind = head.kind AND e.id = head.id
+		AND e.seq < least(head.del, CASE WHEN head.first > 0 THEN head.last ELSE head.stored END)
+	RETURNING 1`
+		delCount = "(SELECT count(*) FROM del)"
+	}
 	return `WITH req AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
 ), f AS MATERIALIZED (
 	SELECT shard, epoch, jpos FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR NO KEY UPDATE
 ), r AS MATERIALIZED (
 	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[], $14::bigint[], $15::bool[])
-		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)
-), dup AS MATERIALIZED (
-	SELECT DISTINCT ON (r.shard) r.shard, r.kind, r.id FROM r
-	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = r.kind AND x.id = r.id LIMIT 1) AS e
-	WHERE r.isnew
-	ORDER BY r.shard, r.ord
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)` + dup + `
 ), head AS MATERIALIZED (
 	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
 		coalesce((SELECT max(e.seq) FROM ` + events + ` e WHERE e.kind = r.kind AND e.id = r.id), 0) AS stored
@@ -54,7 +75,7 @@ func journalSaveSQL(fences, entities, events string) string {
 	ORDER BY shard, ord
 ), ok AS MATERIALIZED (
 	SELECT req.shard, f.jpos FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
-	WHERE req.shard NOT IN (SELECT shard FROM bad) AND req.shard NOT IN (SELECT shard FROM dup)
+	WHERE req.shard NOT IN (SELECT shard FROM bad)` + notDup + `
 ), w AS (
 	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
 	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due FROM r
@@ -75,17 +96,11 @@ func journalSaveSQL(fences, entities, events string) string {
 	UPDATE ` + fences + ` AS fe SET jpos = m.pos
 	FROM (SELECT shard, max(pos) AS pos FROM ev GROUP BY shard) m
 	WHERE fe.shard = m.shard
-	RETURNING 1
-), del AS (
-	DELETE FROM ` + events + ` AS e USING head
-	WHERE head.del > 0 AND head.shard IN (SELECT shard FROM ok)
-		AND e.kind = head.kind AND e.id = head.id
-		AND e.seq < least(head.del, CASE WHEN head.first > 0 THEN head.last ELSE head.stored END)
-	RETURNING 1
+	RETURNING 1` + del + `
 )
-SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored, dup.kind, dup.id,
-	(SELECT count(*) FROM w), (SELECT count(*) FROM ins), (SELECT count(*) FROM adv), (SELECT count(*) FROM del)
-FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard LEFT JOIN dup ON dup.shard = req.shard`
+SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored, ` + dupCols + `,
+	(SELECT count(*) FROM w), (SELECT count(*) FROM ins), (SELECT count(*) FROM adv), ` + delCount + `
+FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard` + dupJoin
 }
 
 // feedSQL reads the next events of a kind: for each shard (every shard
@@ -153,6 +168,7 @@ type journalBatch struct {
 	creates              []bool
 	evRecs, evSeqs       []int64
 	evDatas              [][]byte
+	variant              saveVariant
 	want                 map[uint32]int64 // epoch per shard
 	evCount              map[uint32]int64 // events inserted per shard, if written
 }
@@ -169,6 +185,7 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 	for i := range b.order {
 		b.order[i] = i
 	}
+	b.variant = variantOf(recs)
 	// Key order, as the plain statement, so that concurrent batches lock
 	// entity rows in the same order.
 	slices.SortFunc(b.order, func(x, y int) int {
@@ -203,10 +220,11 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 	return b
 }
 
-// runJournal runs journalSaveSQL once, filling outcome; an error means
-// the statement failed and outcome is to be ignored.
+// runJournal runs the batch's variant of journalSaveSQL once, filling
+// outcome; an error means the statement failed and outcome is to be
+// ignored.
 func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uint32]error) error {
-	rows, err := s.pool.Query(ctx, s.journalSaveSQL, b.shards, b.epochs,
+	rows, err := s.pool.Query(ctx, s.journalSaveSQL[b.variant], b.shards, b.epochs,
 		b.kinds, b.ids, b.recShards, b.recEpochs, b.datas, b.firsts, b.lasts, b.dels,
 		b.evRecs, b.evSeqs, b.evDatas, b.dues, b.creates)
 	if err != nil {

@@ -88,8 +88,9 @@ type Store struct {
 	close  sync.Once
 
 	// SQL with the schema's tables filled in.
-	fenceSQL, fenceReadSQL, loadSQL, loadManySQL, saveSQL, dueSQL string
-	journalSaveSQL, readEventsSQL, lastSeqSQL, feedSQL            string
+	fenceSQL, fenceReadSQL, loadSQL, loadManySQL, dueSQL string
+	readEventsSQL, lastSeqSQL, feedSQL                   string
+	saveSQL, journalSaveSQL                              [saveVariants]string // by saveVariant
 }
 
 var _ persistence.Journal = (*Store)(nil)
@@ -125,13 +126,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 func newStore(pool *pgxpool.Pool, schema string) *Store {
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	fences, entities, events := t("fences"), t("entities"), t("events")
-	return &Store{
-		journalSaveSQL: journalSaveSQL(fences, entities, events),
-		readEventsSQL:  `SELECT seq, data FROM ` + events + ` WHERE kind = $1 AND id = $2 AND seq >= $3 ORDER BY seq LIMIT $4`,
-		lastSeqSQL:     `SELECT coalesce(max(seq), 0) FROM ` + events + ` WHERE kind = $1 AND id = $2`,
-		feedSQL:        feedSQL(fences, events),
-		pool:           pool,
-		schema:         schema,
+	s := &Store{
+		readEventsSQL: `SELECT seq, data FROM ` + events + ` WHERE kind = $1 AND id = $2 AND seq >= $3 ORDER BY seq LIMIT $4`,
+		lastSeqSQL:    `SELECT coalesce(max(seq), 0) FROM ` + events + ` WHERE kind = $1 AND id = $2`,
+		feedSQL:       feedSQL(fences, events),
+		pool:          pool,
+		schema:        schema,
 		fenceSQL: `INSERT INTO ` + fences + ` AS f (shard, epoch) VALUES ($1, $2)
 ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch
 RETURNING f.epoch`,
@@ -139,35 +139,92 @@ RETURNING f.epoch`,
 		loadSQL:      `SELECT shard, epoch, data, due FROM ` + entities + ` WHERE kind = $1 AND id = $2`,
 		loadManySQL:  loadManySQL(schema),
 		dueSQL:       dueSQL(entities),
-		// $1, $2: one (shard, epoch) per shard of the batch.
-		// $3..$7, $8, $9: the records, sorted by (kind, id), their due
-		// times and whether each is a creation (Record.Create).
-		saveSQL: `WITH req AS (
-	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
-), f AS MATERIALIZED (
-	SELECT shard, epoch FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR SHARE
+	}
+	for v := range saveVariant(len(s.saveSQL)) {
+		s.saveSQL[v] = saveSQL(fences, entities, v)
+		s.journalSaveSQL[v] = journalSaveSQL(fences, entities, events, v)
+	}
+	return s
+}
+
+// saveVariant says which optional parts a Save statement needs, as bits:
+// the check of records written as new (Record.Create), the deletes of
+// events (Record.DeleteEventsBefore). Each combination is a statement of
+// its own (pgx prepares each once per connection), indexed by the
+// variant.
+type saveVariant uint8
+
+const (
+	withCreates saveVariant = 1 << iota
+	withDeletes
+	saveVariants // the number of variants
+)
+
+// variantOf returns the variant a batch needs.
+func variantOf(recs []persistence.Record) saveVariant {
+	var v saveVariant
+	for i := range recs {
+		if recs[i].Create {
+			v |= withCreates
+		}
+		if recs[i].DeleteEventsBefore > 0 {
+			v |= withDeletes
+		}
+	}
+	return v
+}
+
+// The dup parts of a Save statement: the check of creations (none), a
+// shard refused for a creation, the columns reporting it, and their join.
+func noDup() (dup, notDup, cols, join string) {
+	return "", "", "NULL::text, NULL::text", ""
+}
+
+func withDup() (notDup, cols, join string) {
+	return " AND req.shard NOT IN (SELECT shard FROM dup)", "dup.kind, dup.id", " LEFT JOIN dup ON dup.shard = req.shard"
+}
+
+// saveSQL is Save for batches without events: one statement that checks
+// the batch's fences (FOR SHARE), and, when v has withCreates, that no record
+// written as new is stored (dup), then upserts the records of the shards
+// that pass.
+//
+// $1, $2: one (shard, epoch) per shard of the batch.
+// $3..$7, $8, $9: the records, sorted by (kind, id), their due times and
+// whether each is a creation (Record.Create).
+func saveSQL(fences, entities string, v saveVariant) string {
+	dup, notDup, dupCols, dupJoin := noDup()
+	if v&withCreates != 0 {
+		dup = `
 ), dup AS MATERIALIZED (
 	SELECT DISTINCT ON (c.shard) c.shard, c.kind, c.id
 	FROM unnest($3::text[], $4::text[], $5::bigint[], $9::bool[]) AS c(kind, id, shard, isnew)
 	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e
 	WHERE c.isnew
-	ORDER BY c.shard, c.kind, c.id
+	ORDER BY c.shard, c.kind, c.id`
+		notDup, dupCols, dupJoin = withDup()
+	}
+	// Without the check, $9 is still named, so that every variant takes
+	// the same arguments.
+	return `WITH req AS (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
+), f AS MATERIALIZED (
+	SELECT shard, epoch FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR SHARE` + dup + `
 ), ok AS (
 	SELECT req.shard FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
-	WHERE req.shard NOT IN (SELECT shard FROM dup)
+	WHERE true` + notDup + `
 ), w AS (
 	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
 	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due
-	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[])
-		WITH ORDINALITY AS r(kind, id, shard, epoch, data, due, ord)
+	FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bool[])
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, due, isnew, ord)
 	WHERE r.shard IN (SELECT shard FROM ok)
 	ORDER BY r.ord
 	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due
 	RETURNING 1
 )
-SELECT req.shard, f.epoch, dup.kind, dup.id, (SELECT count(*) FROM w)
-FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN dup ON dup.shard = req.shard`,
-	}
+SELECT req.shard, f.epoch, ` + dupCols + `, (SELECT count(*) FROM w)
+FROM req LEFT JOIN f ON f.shard = req.shard` + dupJoin
 }
 
 // migrations[v] upgrades the schema from version v to v+1.
@@ -358,7 +415,7 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		}
 		return outcome, nil
 	}
-	rows, err := s.pool.Query(ctx, s.saveSQL, shards, epochs, kinds, ids, recShards, recEpochs, datas, dues, creates)
+	rows, err := s.pool.Query(ctx, s.saveSQL[variantOf(recs)], shards, epochs, kinds, ids, recShards, recEpochs, datas, dues, creates)
 	if err != nil {
 		return failAll(err)
 	}

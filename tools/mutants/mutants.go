@@ -54,11 +54,9 @@ var mutants = []Mutant{
 		Name:  "actors/deferred-reply-gate",
 		Guard: "S2: a deferred reply leaves only once the write that resolved it (and recorded it) is durable",
 		File:  "actors/entity.go",
-		Orig: `		dep := e.seq
-		if r.early {`,
-		Repl: `		dep := before
-		if r.early {`,
-		Pkgs: []string{"./actors"},
+		Orig:  "	e.holdResolved(resolved, false, e.seq)",
+		Repl:  "	e.holdResolved(resolved, false, before)",
+		Pkgs:  []string{"./actors"},
 	},
 	{
 		Name:  "actors/colocated-dependency",
@@ -128,12 +126,40 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/resolve-now-ahead-of-messages",
+		Guard: "speed: an answer resolved with ResolveNow waits for the writes before its run, not behind the messages the run sends",
+		File:  "actors/entity.go",
+		Orig: `	e.holdResolved(resolved, true, before)
+	e.flushOutbox(e.seq)`,
+		Repl: `	e.flushOutbox(e.seq)
+	e.holdResolved(resolved, true, before)`,
+		Pkgs: []string{"./actors"},
+	},
+	{
 		Name:  "pgstore/create-refused",
 		Guard: "S3: PostgreSQL refuses a record written as new when the entity is stored",
 		File:  "persistence/pgstore/pgstore.go",
-		Orig:  `	WHERE req.shard NOT IN (SELECT shard FROM dup)`,
-		Repl:  ``,
+		Orig:  `	return " AND req.shard NOT IN (SELECT shard FROM dup)", `,
+		Repl:  `	return "", `,
 		Pkgs:  []string{"./persistence/pgstore"},
+	},
+	{
+		Name:  "pgstore/save-variant",
+		Guard: "S3: a Save with records written as new runs the statement that checks them",
+		File:  "persistence/pgstore/pgstore.go",
+		Orig:  `		if recs[i].Create {`,
+		Repl:  `		if false {`,
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
+		Name:  "pgstore/delete-variant",
+		Guard: "a Save with events to delete runs the statement that deletes them",
+		File:  "persistence/pgstore/pgstore.go",
+		Orig:  `		if recs[i].DeleteEventsBefore > 0 {`,
+		Repl:  `		if false {`,
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
 		Name:  "etcdstore/create-refused",
@@ -203,9 +229,23 @@ var mutants = []Mutant{
 		}
 		return errf(ordopb.Code_CODE_UNAVAILABLE, "fencing shard %d: %v", e.en.shard.id, err)
 	}
-	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+	var rec persistence.Record
+	var err error
+	e.presumed = presume && !e.noPresume && e.es == nil
+	if e.presumed {
+		err = persistence.ErrNotFound
+	} else {
+		rec, err = e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+	}
 `,
-		Repl: `	rec, err := e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+		Repl: `	var rec persistence.Record
+	var err error
+	e.presumed = presume && !e.noPresume && e.es == nil
+	if e.presumed {
+		err = persistence.ErrNotFound
+	} else {
+		rec, err = e.h.loader.load(e.withSpan(e.h.ctx), e.en.ref.Kind, e.en.ref.ID)
+	}
 	if ferr := e.h.ensureFenced(e.en.shard); ferr != nil {
 		if errors.Is(ferr, persistence.ErrFenced) {
 			e.h.shardLost(e.en.shard, ferr)
@@ -289,8 +329,8 @@ var mutants = []Mutant{
 		Name:  "actors/events-with-record",
 		Guard: "S1, S3: a run's events are appended in the same Save as its record and dedup entry",
 		File:  "actors/batcher.go",
-		Orig:  `Events: p.events, DeleteEventsBefore: p.deleteBefore}`,
-		Repl:  `DeleteEventsBefore: p.deleteBefore}`,
+		Orig:  `Events: p.events, DeleteEventsBefore: p.deleteBefore,`,
+		Repl:  `DeleteEventsBefore: p.deleteBefore,`,
 		Pkgs:  []string{"./actors"},
 	},
 	{

@@ -147,7 +147,9 @@ func crashAt(t *testing.T, at int64, f fault) {
 
 // reowningHost starts a host with the ledger's kinds over st, owning every
 // shard; reown owns again, under new epochs, the shards it gave up (as
-// placement would), and runs by itself when a lost write drops a shard.
+// placement would), and runs by itself when a lost write drops a shard
+// (in a goroutine of its own, which the test's cleanup waits for before
+// it stops the host).
 func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostConfig)) (*actors.Host, func(), *clustertest.Faults) {
 	t.Helper()
 	cfg := actors.DefaultLocalConfig()
@@ -159,18 +161,41 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 	var epoch atomic.Int64
 	epoch.Store(1)
 	var ownMu sync.Mutex
-	reown := func() {
+	ownMissing := func() error {
 		ownMu.Lock()
 		defer ownMu.Unlock()
 		owned := h.Owned()
 		for s := range cfg.Shards {
 			if _, ok := owned[uint32(s)]; !ok {
-				require.NoError(t, h.Own(uint32(s), epoch.Add(1)))
+				if err := h.Own(uint32(s), epoch.Add(1)); err != nil {
+					return fmt.Errorf("owning shard %d again: %w", s, err)
+				}
 			}
 		}
+		return nil
+	}
+	reown := func() { require.NoError(t, ownMissing()) }
+	var (
+		lostMu  sync.Mutex
+		closing bool
+		lost    sync.WaitGroup // re-owners started by ShardLost
+	)
+	shardLost := func(uint32, int64, error) {
+		lostMu.Lock()
+		defer lostMu.Unlock()
+		if closing {
+			return
+		}
+		lost.Add(1)
+		go func() {
+			defer lost.Done()
+			if err := ownMissing(); err != nil {
+				t.Error(err)
+			}
+		}()
 	}
 	f := &clustertest.Faults{} // the host's fault seam: only its Pause of the entities matters here
-	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: func(uint32, int64, error) { go reown() }, Faults: f},
+	h, err := actors.NewHost(cfg, actors.HostDeps{Store: st, ShardLost: shardLost, Faults: f},
 		ledger.Account, ledger.Transfer)
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
@@ -178,6 +203,10 @@ func reowningHost(t *testing.T, st persistence.Store, tweak func(*actors.HostCon
 		require.NoError(t, h.Own(uint32(s), 1))
 	}
 	t.Cleanup(func() {
+		lostMu.Lock()
+		closing = true
+		lostMu.Unlock()
+		lost.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, h.Shutdown(ctx))

@@ -125,7 +125,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemoCmd(), newEtcdCmd(), newCertsCmd(), newNodeCmd(), newOpenCmd(), newTransferCmd(), newBalanceCmd(),
-		newTransferStatusCmd(), newStatementCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd(), newSoakCmd())
+		newTransferStatusCmd(), newStatementCmd(), newLoadCmd(), newCheckCmd(), newBenchCmd(), newChaosCmd(), newSoakCmd(),
+		newLatencyCmd())
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = noArgs

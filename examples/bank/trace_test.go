@@ -144,13 +144,21 @@ func attrOf(attrs []attribute.KeyValue, key string) string {
 
 // demo --trace=FILE writes the spans of the run to FILE, one JSON object
 // per line, each transfer a trace across the nodes it reached.
+// demoSpans runs a short demo that traces every operation and returns the
+// path of its spans.
+func demoSpans(t *testing.T, ctx context.Context, seed string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spans.jsonl")
+	code, out, stderr := runCLI(t, ctx, "demo", "--duration", "1s", "--no-kill", "--accounts", "10", "--concurrency", "2",
+		"--unsafe-no-fsync", "-q", "--seed", seed, "--trace="+path, "--trace-ratio", "1")
+	require.Equal(t, exitOK, code, "%s%s", out, stderr)
+	return path
+}
+
 func TestDemoTrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "spans.jsonl")
-	code, out, stderr := runCLI(t, ctx, "demo", "--duration", "1s", "--no-kill", "--accounts", "10", "--concurrency", "2",
-		"--unsafe-no-fsync", "-q", "--seed", "3", "--trace="+path, "--trace-ratio", "1")
-	require.Equal(t, exitOK, code, "%s%s", out, stderr)
+	path := demoSpans(t, ctx, "3")
 
 	f, err := os.Open(path)
 	require.NoError(t, err)

@@ -13,6 +13,9 @@ import (
 
 	"github.com/ordo-actors/ordo/cluster/dashboard"
 	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/robustness/check"
+	"github.com/ordo-actors/ordo/robustness/workload"
+	"github.com/stretchr/testify/require"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
@@ -99,4 +102,17 @@ func TestDemoDashboard(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("demo did not stop after Ctrl-C")
 	}
+}
+
+// A linearizability search that ran out of time is reported as unknown,
+// the demo fails, and the summary says which flag gives it more time.
+func TestDemoSummaryOfLinearizabilityTimeout(t *testing.T) {
+	rep := check.Report{Invariants: []check.Invariant{
+		{Name: check.InvHistory, Status: check.StatusPass},
+		{Name: check.InvLinearizable, Status: check.StatusUnknown},
+	}}
+	var out bytes.Buffer
+	printSummary(&out, demoOptions{noKill: true}, workload.Stats{}, failover{}, rep, time.Second)
+	require.Regexp(t, `linearizable\s+\? unknown \(the search ran out of time: raise --lin-timeout\)`, out.String())
+	require.Contains(t, out.String(), "FAIL: an invariant does not hold")
 }

@@ -67,6 +67,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "--zipf", "-1"}, "zipf"},
 		{[]string{"demo", "--read-ratio", "2"}, "read ratio"},
 		{[]string{"demo", "--kill-at", "1.5"}, "--kill-at"},
+		{[]string{"demo", "--lin-timeout", "0s"}, "--lin-timeout 0s must be positive"},
+		{[]string{"demo", "--lin-timeout", "soon"}, "invalid argument"},
 		{[]string{"demo", "--trace", "--trace-ratio", "2"}, "--trace-ratio 2"},
 		{[]string{"demo", "--trace", "spans.jsonl"}, "unexpected arguments"}, // --trace=FILE
 		{[]string{"etcd", "--data-dir", "/tmp/x", "--listen-client", "http://127.0.0.1:0", "--listen-peer", "http://127.0.0.1:0"}, "--name is required"},

@@ -37,16 +37,10 @@ import (
 // $14, $15: the records' due times and whether each is a creation
 // (Record.Create), in the order of $3..$10.
 func journalSaveSQL(fences, entities, events string, v saveVariant) string {
-	dup, notDup, dupCols, dupJoin := noDup()
-	if v&withCreates != 0 {
-		dup = `
-), dup AS MATERIALIZED (
-	SELECT DISTINCT ON (r.shard) r.shard, r.kind, r.id FROM r
-	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = r.kind AND x.id = r.id LIMIT 1) AS e
+	dup, notDup, dupCols, dupJoin := dupParts(v, `	SELECT DISTINCT ON (r.shard) r.shard, r.kind, r.id FROM r
+	CROSS JOIN LATERAL (SELECT 1 FROM `+entities+` AS x WHERE x.kind = r.kind AND x.id = r.id LIMIT 1) AS e
 	WHERE r.isnew
-	ORDER BY r.shard, r.ord`
-		notDup, dupCols, dupJoin = withDup()
-	}
+	ORDER BY r.shard, r.ord`)
 	del, delCount := "", "0::bigint"
 	if v&withDeletes != 0 {
 		del = `

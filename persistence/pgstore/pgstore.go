@@ -174,14 +174,16 @@ func variantOf(recs []persistence.Record) saveVariant {
 	return v
 }
 
-// The dup parts of a Save statement: the check of creations (none), a
-// shard refused for a creation, the columns reporting it, and their join.
-func noDup() (dup, notDup, cols, join string) {
-	return "", "", "NULL::text, NULL::text", ""
-}
-
-func withDup() (notDup, cols, join string) {
-	return " AND req.shard NOT IN (SELECT shard FROM dup)", "dup.kind, dup.id", " LEFT JOIN dup ON dup.shard = req.shard"
+// dupParts returns the parts of a Save statement that check creations,
+// given the statement's dup CTE: the CTE itself, the condition that
+// refuses a shard for a creation, the columns reporting it, and their
+// join. Without withCreates in v they are empty, and the columns NULL.
+func dupParts(v saveVariant, cte string) (dup, notDup, cols, join string) {
+	if v&withCreates == 0 {
+		return "", "", "NULL::text, NULL::text", ""
+	}
+	return "\n), dup AS MATERIALIZED (\n" + cte, " AND req.shard NOT IN (SELECT shard FROM dup)",
+		"dup.kind, dup.id", " LEFT JOIN dup ON dup.shard = req.shard"
 }
 
 // saveSQL is Save for batches without events: one statement that checks
@@ -193,17 +195,11 @@ func withDup() (notDup, cols, join string) {
 // $3..$7, $8, $9: the records, sorted by (kind, id), their due times and
 // whether each is a creation (Record.Create).
 func saveSQL(fences, entities string, v saveVariant) string {
-	dup, notDup, dupCols, dupJoin := noDup()
-	if v&withCreates != 0 {
-		dup = `
-), dup AS MATERIALIZED (
-	SELECT DISTINCT ON (c.shard) c.shard, c.kind, c.id
+	dup, notDup, dupCols, dupJoin := dupParts(v, `	SELECT DISTINCT ON (c.shard) c.shard, c.kind, c.id
 	FROM unnest($3::text[], $4::text[], $5::bigint[], $9::bool[]) AS c(kind, id, shard, isnew)
-	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e
+	CROSS JOIN LATERAL (SELECT 1 FROM `+entities+` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e
 	WHERE c.isnew
-	ORDER BY c.shard, c.kind, c.id`
-		notDup, dupCols, dupJoin = withDup()
-	}
+	ORDER BY c.shard, c.kind, c.id`)
 	// Without the check, $9 is still named, so that every variant takes
 	// the same arguments.
 	return `WITH req AS (

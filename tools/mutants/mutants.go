@@ -139,8 +139,8 @@ var mutants = []Mutant{
 		Name:  "pgstore/create-refused",
 		Guard: "S3: PostgreSQL refuses a record written as new when the entity is stored",
 		File:  "persistence/pgstore/pgstore.go",
-		Orig:  `	return " AND req.shard NOT IN (SELECT shard FROM dup)", `,
-		Repl:  `	return "", `,
+		Orig:  `	return "\n), dup AS MATERIALIZED (\n" + cte, " AND req.shard NOT IN (SELECT shard FROM dup)",`,
+		Repl:  `	return "\n), dup AS MATERIALIZED (\n" + cte, "",`,
 		Pkgs:  []string{"./persistence/pgstore"},
 	},
 	{
@@ -173,8 +173,8 @@ var mutants = []Mutant{
 		Name:  "pgstore/create-check-by-key",
 		Guard: "speed: a Save looks the records written as new up in the primary key, whatever plan PostgreSQL keeps",
 		File:  "persistence/pgstore/pgstore.go",
-		Orig:  "	CROSS JOIN LATERAL (SELECT 1 FROM ` + entities + ` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e",
-		Repl:  "	JOIN ` + entities + ` AS x ON x.kind = c.kind AND x.id = c.id",
+		Orig:  "	CROSS JOIN LATERAL (SELECT 1 FROM `+entities+` AS x WHERE x.kind = c.kind AND x.id = c.id LIMIT 1) AS e",
+		Repl:  "	JOIN `+entities+` AS x ON x.kind = c.kind AND x.id = c.id",
 		Pkgs:  []string{"./persistence/pgstore"},
 	},
 	{

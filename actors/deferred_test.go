@@ -208,6 +208,9 @@ func TestResolveNowSkipsItsOwnWriteWhenItSends(t *testing.T) {
 	fwd := l.submit(t, "s", &testpb.Forward{Delta: 4, To: to, RequestId: "add-" + to}, "fwd-s", time.Time{})
 	require.EqualValues(t, 4, value(t, recv(t, wait))) // while the resolving write is blocked
 	requireNoReply(t, fwd, "the resolver's own reply while its write is blocked")
+	held, err := actors.Call[*testpb.Value](testCtx(t), l.host, latchRef(to), &testpb.Get{})
+	require.NoError(t, err)
+	require.Zero(t, held.GetValue(), "the run's message left before the run's write was durable")
 	release()
 	require.EqualValues(t, 4, value(t, recv(t, fwd)))
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {

@@ -72,8 +72,17 @@ func TestTracingSpans(t *testing.T) {
 	root.End()
 	traceID := root.SpanContext().TraceID()
 
-	// Every write was durable before the reply, and its span ended first.
-	spans := exp.GetSpans()
+	// The handlers' writes were durable before the reply, but the
+	// continuation's write may still be in its Save: wait until the span
+	// of every Save the store saw has ended.
+	var spans []tracetest.SpanStub
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		spans = exp.GetSpans()
+		if saves, stores := len(named(spans, "ordo.save")), len(named(spans, "ordo.store.save")); saves != stores {
+			return fmt.Errorf("%d Save spans ended, %d store Save spans", saves, stores)
+		}
+		return nil
+	})
 	byID := map[trace.SpanID]tracetest.SpanStub{}
 	for _, s := range spans {
 		require.Equal(t, traceID, s.SpanContext.TraceID(), "span %s is not in the call's trace", s.Name)

@@ -86,8 +86,9 @@ type HostConfig struct {
 	// default of 128 operations (see persistence/etcdstore: each appending
 	// entity costs two comparisons, each event one write); raise it with
 	// the store's limits (PostgreSQL has none that matter here). A group
-	// the store still refuses as too large is split as any other.
-	// Default 60.
+	// the store still refuses as too large is split as any other. An
+	// entity's write also carries the events of its runs written behind
+	// (Context.WriteBehind), at most 8. Default 60.
 	BatchMaxEvents int
 	// StoreTimeout bounds each store call. Default 10s.
 	StoreTimeout time.Duration

@@ -23,7 +23,10 @@
 //     until that write is durable; the entity meanwhile goes on with its
 //     next message. Every reply, reads included, leaves only when every
 //     write it may have observed is durable and while the host's lease is
-//     valid.
+//     valid. The one exception is a handler's own choice: a run that calls
+//     Context.WriteBehind makes no write, answers once the entity's earlier
+//     writes are durable, and leaves its changes to the entity's next
+//     write (a crash loses them).
 //
 //   - Dedup. Every call carries a request ID. The entity stores the IDs and
 //     replies of its most recent requests (HostConfig.DedupWindow) written

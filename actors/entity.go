@@ -64,6 +64,12 @@ type entity struct {
 	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
 	hookRan     bool // OnPassivate ran; nothing else runs in this activation
 	stopping    bool // Stop was requested
+	// wantBehind: the current run asked to write behind
+	// (Context.WriteBehind). behind: runs that wrote behind left changes
+	// (state, events, reminders, dedup entries) that the next write saves;
+	// behindRuns counts them.
+	wantBehind, behind bool
+	behindRuns         uint8
 	// presumed: the entity was activated from its zero state without a
 	// read (a caller's AsNew hint) and none of its writes is durable yet;
 	// its first write is a creation. noPresume: this actor no longer
@@ -300,7 +306,7 @@ func (e *entity) farewell() {
 	}
 	e.begin()
 	ran, panicked := e.runPassivate()
-	if final := e.finalSnapshot(); !ran && !final {
+	if final := e.finalSnapshot(); !ran && !final && !e.behind {
 		return
 	}
 	e.hookRan = ran
@@ -454,8 +460,15 @@ func (e *entity) handleInvoke(c *call) {
 		if err != nil {
 			rep = errReply(env, err)
 		}
-		e.flushOutbox(e.seq)
-		e.applyTimers()
+		if !e.behind {
+			e.flushOutbox(e.seq)
+			e.applyTimers()
+		} else if err := e.commit(0); err != nil {
+			// The read may see changes written behind: they are written
+			// now, and the reply waits for them like any other.
+			e.h.finish(c, errReply(env, err))
+			return
+		}
 		e.hold(e.seq, c, rep, nil)
 		return
 	}
@@ -468,7 +481,9 @@ func (e *entity) handleInvoke(c *call) {
 		e.h.finish(c, errReply(env, err))
 		return
 	}
-	e.acceptSender(c)
+	if e.acceptSender(c) {
+		e.wantBehind = false // a sender's fence moved: written now, like the run
+	}
 	if e.deferKey != "" {
 		w := &waiter{key: e.deferKey, id: id, hash: hash, calls: []*call{c}}
 		e.wait(w, c.deadline)
@@ -499,6 +514,7 @@ func (e *entity) handleInvoke(c *call) {
 	if c.after != nil {
 		e.after = append(e.after, *c.after)
 	}
+	seq := e.seq
 	if err := e.commit(added); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			if c.after != nil {
@@ -508,7 +524,12 @@ func (e *entity) handleInvoke(c *call) {
 		}
 		return
 	}
-	c.after = nil
+	if e.seq != seq || !e.behind {
+		c.after = nil
+	}
+	// else written behind: the sender's write stops waiting for this one
+	// (the deferred noWrite), and the dependency stays in e.after, for the
+	// write that saves the run's changes.
 	e.hold(e.seq, c, rep, nil)
 }
 
@@ -565,6 +586,7 @@ func (e *entity) begin() {
 	e.beginReminders(nil)
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
+	e.wantBehind = false
 	if e.es != nil {
 		e.es.begin()
 	}
@@ -585,6 +607,9 @@ func (e *entity) commit(added int) error {
 	added += len(resolved)
 	before := e.seq
 	rem, remWrite := e.runReminders()
+	if e.wantBehind && len(resolved) == 0 && e.keepBehind(added, rem) {
+		return nil
+	}
 	var err error
 	if e.es != nil {
 		if err = e.commitEvents(added, rem, remWrite); errors.Is(err, ErrTooLarge) {
@@ -592,7 +617,7 @@ func (e *entity) commit(added int) error {
 		}
 	} else if state, serr := e.beh.snapshot(); serr != nil {
 		err = serr
-	} else if added > 0 || e.dirty || remWrite || string(state) != string(e.lastState) ||
+	} else if added > 0 || e.dirty || e.behind || remWrite || string(state) != string(e.lastState) ||
 		e.presumed && e.seq == 0 && (len(e.outbox) > 0 || len(resolved) > 0) {
 		// (An entity assumed new writes its record before its first
 		// answer or message: that write is the creation that checks it.)
@@ -626,6 +651,55 @@ func (e *entity) commit(added int) error {
 	e.applyTimers()
 	e.holdResolved(resolved, false, e.seq)
 	return nil
+}
+
+// Bounds of what an entity keeps written behind (Context.WriteBehind): a
+// run that would keep more writes at once.
+const (
+	maxBehindRuns   = 32
+	maxBehindEvents = 8
+)
+
+// keepBehind ends a run that asked to write behind without a write, when
+// it may: its changes become the entity's rollback point, its reminders
+// and timers take effect, and its messages leave behind the entity's
+// earlier writes, as its reply will; the next write saves the changes.
+// It reports false, changing nothing, when the run must write now: the
+// entity's creation is not durable yet, the run delivers a reminder's
+// firing, too much is kept behind already, or the record would not fit
+// (the write then says so).
+func (e *entity) keepBehind(added int, rem *reminderSet) bool {
+	if e.presumed && e.seq == 0 || e.rm != nil && e.rm.firing != nil || e.behindRuns >= maxBehindRuns ||
+		e.passivating || e.drain != nil || e.deferKey != "" {
+		return false
+	}
+	if es := e.es; es != nil {
+		if len(es.run) > maxBehindEvents {
+			return false
+		}
+		if _, ok := e.fit(len(e.fences.encoded())+len(rem.enc)+es.runBytes, added); !ok {
+			return false
+		}
+		es.keepBehind()
+	} else {
+		state, err := e.beh.snapshot()
+		if err != nil {
+			return false // the write reports it
+		}
+		if _, ok := e.fit(len(state)+len(e.fences.encoded())+len(rem.enc), added); !ok {
+			return false
+		}
+		e.lastState = state
+	}
+	if e.rm != nil && rem != &e.rm.set {
+		e.rm.set = *rem // the index (rm.due) moves with the next write
+	}
+	e.behind = true
+	e.behindRuns++
+	e.committedReminders()
+	e.flushOutbox(e.seq)
+	e.applyTimers()
+	return true
 }
 
 // holdResolved holds the answers of the resolutions whose early flag is
@@ -754,6 +828,7 @@ func (e *entity) rollback() {
 	e.rollbackReminders()
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
+	e.wantBehind = false
 	if e.es != nil {
 		e.rollbackEvents()
 		return
@@ -1006,6 +1081,7 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 	e.seq++
 	e.lastState = state
 	e.dirty = false
+	e.behind, e.behindRuns = false, 0
 	n := len(e.recentEnc)
 	var cold [][]byte
 	coldSize := 0
@@ -1198,6 +1274,10 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.fences = nil
 	e.rm = nil
 	e.dirty, e.after = false, nil
+	e.behind, e.behindRuns = false, 0
+	if e.es != nil {
+		e.es.dropBehind()
+	}
 	e.seq, e.durable = 0, 0
 }
 

@@ -317,9 +317,12 @@ type eventState struct {
 	// unsaved: the state at snapSeq is not in a snapshot record (a record
 	// of a kind that was state-based holds it): the next write stores it.
 	unsaved bool
-	// run holds the current run's events, encoded, in order.
-	run      [][]byte
-	runBytes int
+	// run holds the events not written yet, encoded, in order: the first
+	// behind (behindBytes) of runs that wrote behind
+	// (Context.WriteBehind), then the current run's.
+	run                 [][]byte
+	runBytes            int
+	behind, behindBytes int
 	// final: the next write stores a snapshot (passivation, release).
 	final bool
 	// warned: a snapshot did not fit MaxStateBytes (logged once per
@@ -373,13 +376,27 @@ func journalFor(raw persistence.Store, kinds map[string]Kind) (persistence.Journ
 	return j, nil
 }
 
-// begin readies the event buffers of a run.
+// begin readies the event buffers of a run: the events written behind
+// stay.
 func (es *eventState) begin() {
-	es.run, es.runBytes = es.run[:0], 0
+	es.run, es.runBytes = es.run[:es.behind], es.behindBytes
+}
+
+// keepBehind keeps the run's events, unwritten, for the next write, and
+// makes the state the rollback point.
+func (es *eventState) keepBehind() {
+	es.behind, es.behindBytes = len(es.run), es.runBytes
+	es.beh.keep()
+}
+
+// dropBehind forgets the events written behind (the entity restarts).
+func (es *eventState) dropBehind() {
+	es.behind, es.behindBytes = 0, 0
+	es.begin()
 }
 
 // emitted reports whether the current run emitted events.
-func (e *entity) emitted() bool { return e.es != nil && len(e.es.run) > 0 }
+func (e *entity) emitted() bool { return e.es != nil && len(e.es.run) > e.es.behind }
 
 // rollbackEvents drops the run's events and restores the state as of the
 // run's start.
@@ -410,14 +427,14 @@ func (e *entity) finalSnapshot() bool {
 func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error {
 	es := e.es
 	n := len(es.run)
-	if n == 0 && added == 0 && !e.dirty && !es.final && !remWrite {
+	if n == 0 && added == 0 && !e.dirty && !e.behind && !es.final && !remWrite {
 		return nil
 	}
-	if n > e.h.cfg.BatchMaxEvents {
+	if n-es.behind > e.h.cfg.BatchMaxEvents {
 		e.unremember(added)
 		e.rollback()
 		return errf(ordopb.Code_CODE_TOO_LARGE, "a run of %s emitted %d events, over BatchMaxEvents %d; nothing applied",
-			e.en.ref, n, e.h.cfg.BatchMaxEvents)
+			e.en.ref, n-es.behind, e.h.cfg.BatchMaxEvents)
 	}
 	if size, ok := e.fit(len(e.fences.encoded())+len(rem.enc)+es.runBytes, added); !ok {
 		e.unremember(added)
@@ -460,6 +477,7 @@ func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error 
 	es.lastEvent, es.snapSeq, es.snapVersion = last, snapSeq, version
 	es.final = false
 	es.run, es.runBytes = nil, 0 // the write owns the events' data
+	es.behind, es.behindBytes = 0, 0
 	es.beh.keep()
 	return e.persist(nil, rem, jw)
 }
@@ -469,7 +487,7 @@ func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error 
 // then the events after it, read from the journal and applied in order.
 func (e *entity) activateEvents(ctx context.Context, stored *ordopb.EntityRecord) error {
 	es := e.es
-	es.begin()
+	es.dropBehind()
 	es.warned, es.final, es.unsaved = false, false, false
 	es.lastEvent, es.snapSeq, es.snapVersion = stored.GetLastEvent(), stored.GetSnapshotSeq(), stored.GetSnapshotVersion()
 	snap, from, err := e.h.snapshotOf(ctx, e.en.ref, stored, es.version, e.h.loader.load)

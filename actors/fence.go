@@ -116,15 +116,17 @@ func (e *entity) staleSender(c *call) (int64, bool) {
 
 // acceptSender records c's sender fence as accepted, to be written with
 // the run's write.
-func (e *entity) acceptSender(c *call) {
+func (e *entity) acceptSender(c *call) (moved bool) {
 	if sf := c.fence; sf != nil && sf.GetShard() != e.en.shard.id && sf.GetEpoch() > 0 {
 		if e.fences == nil {
 			e.fences = &senderFences{}
 		}
 		if e.fences.accept(sf.GetShard(), sf.GetEpoch()) {
 			e.dirty = true
+			return true
 		}
 	}
+	return false
 }
 
 // refuseStale answers c, a message from a superseded owner of its sender's

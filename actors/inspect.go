@@ -205,7 +205,10 @@ type ActorRuntime struct {
 	// Outs are its messages not yet answered.
 	Outs []OutRuntime `json:"outs,omitempty"`
 	// Deferred is the number of requests whose reply is deferred.
-	Deferred    int  `json:"deferred,omitempty"`
+	Deferred int `json:"deferred,omitempty"`
+	// Behind is the number of runs written behind (Context.WriteBehind)
+	// whose changes the next write saves.
+	Behind      int  `json:"behind,omitempty"`
 	Passivating bool `json:"passivating,omitempty"`
 	Stopping    bool `json:"stopping,omitempty"`
 }
@@ -320,7 +323,7 @@ type inspectReq struct{ c chan<- ActorRuntime }
 
 func (e *entity) runtime() ActorRuntime {
 	a := ActorRuntime{Loaded: e.loaded, Seq: e.seq, Durable: e.durable, Held: len(e.held),
-		Deferred: len(e.waitIdx), Passivating: e.passivating, Stopping: e.stopping}
+		Deferred: len(e.waitIdx), Behind: int(e.behindRuns), Passivating: e.passivating, Stopping: e.stopping}
 	if len(e.held) > 0 {
 		a.HeldFor = e.held[0].dep
 	}

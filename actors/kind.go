@@ -395,6 +395,37 @@ func (c *Context[S]) ResolveNow(key string, reply proto.Message, err error) int 
 	return n
 }
 
+// WriteBehind lets the write handler's changes wait for the entity's next
+// write instead of making one of their own: the reply, and the messages
+// the handler sends, leave once the entity's earlier writes are durable,
+// and the changes (state or events, reminders, the request's dedup entry)
+// are saved with the next write the entity makes: the next run that
+// writes, a read (which writes them before it answers: no other reply
+// shows changes that are not durable), a continuation, timer or reminder
+// that writes, or passivation and graceful handoff. A crash, a kill or a
+// lost shard before then loses them: the entity restarts from its last
+// durable state, and the same request runs again if it is retried.
+//
+// Use it only for changes whose loss is harmless because something
+// redoes them: clean-up that a retry, a reminder or a saga repeats, such
+// as an account forgetting a finished transfer (the bank's Forget, sent
+// again by the account's settle reminder). It saves a store write per
+// run, which on a busy entity is most of the run's cost.
+//
+// The run writes at once all the same when it must: the entity's creation
+// (AsNew) is not durable yet, the run resolves or defers a reply, delivers
+// a reminder's firing, moves a sender's fence, or the entity already
+// keeps 32 runs (or 8 events) behind. WriteBehind may be called from
+// request handlers only; in a read handler it has no effect.
+func (c *Context[S]) WriteBehind() {
+	if c.requestID == "" {
+		panic("actors: WriteBehind outside a request handler")
+	}
+	if !c.ent.reading {
+		c.ent.wantBehind = true
+	}
+}
+
 // Send sends msg to the entity ref without waiting for a reply. The
 // message leaves only once the state the handler wrote is durable; to a
 // co-located entity (same shard) it leaves at once, unencoded, and the

@@ -455,7 +455,16 @@ func (e *entity) handleRemind(c *call) {
 		e.fire(r)
 		fired++
 	}
-	if e.loaded && fired == 0 && c.remind != e.recordDue() && e.seq == e.durable {
+	switch {
+	case !e.loaded || fired > 0:
+	case e.behind:
+		// A run written behind (Context.WriteBehind) changed the reminders
+		// the index lists: the write that saves it moves the entry.
+		e.begin()
+		if err := e.commit(0); err != nil {
+			e.h.log.Warn("saving reminders written behind failed", "entity", e.en.ref, "err", err)
+		}
+	case c.remind != e.recordDue() && e.seq == e.durable:
 		// Listed under a due time the entity's durable record does not
 		// have: an index entry left behind (see
 		// persistence.ReminderIndex). The next write removes it.

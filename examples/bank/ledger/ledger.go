@@ -184,7 +184,14 @@ func (accounts) Credit(c *accountCtx, m *bankpb.Credit) (*bankpb.Balance, error)
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
+// Forget drops a finished transfer from the account, written behind
+// (actors.Context.WriteBehind): it saves no write of its own, and rides
+// with the account's next one (its next debit or credit, its settle
+// reminder's firing, its passivation). Lost with a crash before then, the
+// account still holds the transfer, which is the safe side: its settle
+// reminder asks the saga, which sends Forget again.
 func (accounts) Forget(c *accountCtx, m *bankpb.Forget) (*bankpb.Balance, error) {
+	c.WriteBehind()
 	_, debited := c.State.Debits[m.TransferId]
 	_, credited := c.State.Credits[m.TransferId]
 	if debited || credited {

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -358,4 +359,46 @@ func TestWriteBehindColocatedNeverPrecedesItsSender(t *testing.T) {
 			require.False(t, s.start.Before(senderEnd), "the receiver's write was sent before its sender's was durable")
 		}
 	}
+}
+
+// A reminder cancelled behind: the host still delivers it at its due time
+// (the index lists the durable record's), and that delivery saves the
+// cancellation, which removes the index entry. The reminder never fires.
+func TestWriteBehindCancelledReminder(t *testing.T) {
+	store := memory.New()
+	var ticks atomic.Int64
+	kind := actors.MustKind("reminded", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxC, m *testpb.Remind) (*testpb.Value, error) {
+			if m.Cancel {
+				c.WriteBehind()
+				c.CancelReminder(m.Name)
+				return &testpb.Value{}, nil
+			}
+			return &testpb.Value{}, c.SetReminder(m.Name, time.Unix(0, m.DueUnixNano), 0, &testpb.Tick{Delta: 1})
+		}),
+		actors.On(func(c *ctxC, m *testpb.Tick) (*testpb.Value, error) {
+			ticks.Add(1)
+			c.State.Value += m.Delta
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+	)
+	cfg := remindCfg(nil)
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, kind)
+	ownAll(t, host, cfg.Shards)
+	due := time.Now().Add(100 * time.Millisecond).UnixNano()
+	require.NoError(t, setReminder(t, host, "x", &testpb.Remind{Name: "r", DueUnixNano: due}))
+	require.NoError(t, setReminder(t, host, "x", &testpb.Remind{Name: "r", Cancel: true}))
+	_, rems := stored(t, store, "x")
+	require.Len(t, rems, 1, "the cancellation is not saved yet")
+	require.Len(t, indexed(t, store, cfg.Shards), 1)
+
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := len(indexed(t, store, cfg.Shards)); n != 0 {
+			return fmt.Errorf("%d index entries left", n)
+		}
+		return nil
+	})
+	_, rems = stored(t, store, "x")
+	require.Empty(t, rems)
+	require.Zero(t, ticks.Load(), "a cancelled reminder fired")
 }

@@ -20,15 +20,13 @@ var mutants = []Mutant{
 		Name:  "actors/read-gate",
 		Guard: "S2: every reply is gated, reads included (a read after a hook's or continuation's write)",
 		File:  "actors/entity.go",
-		Orig: `			rep = errReply(env, err)
+		Orig: `			e.h.finish(c, errReply(env, err))
+			return
 		}
-		e.flushOutbox(e.seq)
-		e.applyTimers()
 		e.hold(e.seq, c, rep, nil)`,
-		Repl: `			rep = errReply(env, err)
+		Repl: `			e.h.finish(c, errReply(env, err))
+			return
 		}
-		e.flushOutbox(e.seq)
-		e.applyTimers()
 		e.hold(0, c, rep, nil)`,
 		Pkgs: []string{"./actors"},
 	},
@@ -134,6 +132,38 @@ var mutants = []Mutant{
 		Repl: `	e.flushOutbox(e.seq)
 	e.holdResolved(resolved, true, before)`,
 		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/write-behind-read-writes-first",
+		Guard: "S2: a read answers only once the changes written behind that it may see are durable",
+		File:  "actors/entity.go",
+		Orig: `		if !e.behind {
+			e.flushOutbox(e.seq)`,
+		Repl: `		if true {
+			e.flushOutbox(e.seq)`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/write-behind-keeps-sender-dependency",
+		Guard: "S2: a co-located receiver's changes written behind never become durable before its sender's write",
+		File:  "actors/entity.go",
+		Orig: `	if e.seq != seq || !e.behind {
+		c.after = nil
+	}`,
+		Repl: `	if e.seq != seq || !e.behind {
+		c.after = nil
+	} else if c.after != nil {
+		e.after = e.after[:len(e.after)-1]
+	}`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/write-behind-saved-on-passivation",
+		Guard: "write-behind: passivation and a graceful handoff save the changes written behind (Context.WriteBehind)",
+		File:  "actors/entity.go",
+		Orig:  `	if final := e.finalSnapshot(); !ran && !final && !e.behind {`,
+		Repl:  `	if final := e.finalSnapshot(); !ran && !final {`,
+		Pkgs:  []string{"./actors"},
 	},
 	{
 		Name:  "pgstore/create-refused",

@@ -65,11 +65,11 @@ type entity struct {
 	hookRan     bool // OnPassivate ran; nothing else runs in this activation
 	stopping    bool // Stop was requested
 	// wantBehind: the current run asked to write behind
-	// (Context.WriteBehind). behind: runs that wrote behind left changes
-	// (state, events, reminders, dedup entries) that the next write saves;
-	// behindRuns counts them.
-	wantBehind, behind bool
-	behindRuns         uint8
+	// (Context.WriteBehind). behindRuns: runs that wrote behind and left
+	// changes (state, events, reminders, dedup entries) that the next
+	// write saves.
+	wantBehind bool
+	behindRuns uint8
 	// presumed: the entity was activated from its zero state without a
 	// read (a caller's AsNew hint) and none of its writes is durable yet;
 	// its first write is a creation. noPresume: this actor no longer
@@ -306,7 +306,7 @@ func (e *entity) farewell() {
 	}
 	e.begin()
 	ran, panicked := e.runPassivate()
-	if final := e.finalSnapshot(); !ran && !final && !e.behind {
+	if final := e.finalSnapshot(); !ran && !final && e.behindRuns == 0 {
 		return
 	}
 	e.hookRan = ran
@@ -460,7 +460,7 @@ func (e *entity) handleInvoke(c *call) {
 		if err != nil {
 			rep = errReply(env, err)
 		}
-		if !e.behind {
+		if e.behindRuns == 0 {
 			e.flushOutbox(e.seq)
 			e.applyTimers()
 		} else if err := e.commit(0); err != nil {
@@ -524,7 +524,7 @@ func (e *entity) handleInvoke(c *call) {
 		}
 		return
 	}
-	if e.seq != seq || !e.behind {
+	if e.seq != seq || e.behindRuns == 0 {
 		c.after = nil
 	}
 	// else written behind: the sender's write stops waiting for this one
@@ -617,7 +617,7 @@ func (e *entity) commit(added int) error {
 		}
 	} else if state, serr := e.beh.snapshot(); serr != nil {
 		err = serr
-	} else if added > 0 || e.dirty || e.behind || remWrite || string(state) != string(e.lastState) ||
+	} else if added > 0 || e.dirty || e.behindRuns > 0 || remWrite || string(state) != string(e.lastState) ||
 		e.presumed && e.seq == 0 && (len(e.outbox) > 0 || len(resolved) > 0) {
 		// (An entity assumed new writes its record before its first
 		// answer or message: that write is the creation that checks it.)
@@ -694,7 +694,6 @@ func (e *entity) keepBehind(added int, rem *reminderSet) bool {
 	if e.rm != nil && rem != &e.rm.set {
 		e.rm.set = *rem // the index (rm.due) moves with the next write
 	}
-	e.behind = true
 	e.behindRuns++
 	e.committedReminders()
 	e.flushOutbox(e.seq)
@@ -1081,7 +1080,7 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 	e.seq++
 	e.lastState = state
 	e.dirty = false
-	e.behind, e.behindRuns = false, 0
+	e.behindRuns = 0
 	n := len(e.recentEnc)
 	var cold [][]byte
 	coldSize := 0
@@ -1274,7 +1273,7 @@ func (e *entity) reload(heldErr, waitErr *Error) {
 	e.fences = nil
 	e.rm = nil
 	e.dirty, e.after = false, nil
-	e.behind, e.behindRuns = false, 0
+	e.behindRuns = 0
 	if e.es != nil {
 		e.es.dropBehind()
 	}

@@ -427,7 +427,7 @@ func (e *entity) finalSnapshot() bool {
 func (e *entity) commitEvents(added int, rem *reminderSet, remWrite bool) error {
 	es := e.es
 	n := len(es.run)
-	if n == 0 && added == 0 && !e.dirty && !e.behind && !es.final && !remWrite {
+	if n == 0 && added == 0 && !e.dirty && e.behindRuns == 0 && !es.final && !remWrite {
 		return nil
 	}
 	if n-es.behind > e.h.cfg.BatchMaxEvents {

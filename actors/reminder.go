@@ -457,7 +457,7 @@ func (e *entity) handleRemind(c *call) {
 	}
 	switch {
 	case !e.loaded || fired > 0:
-	case e.behind:
+	case e.behindRuns > 0:
 		// A run written behind (Context.WriteBehind) changed the reminders
 		// the index lists: the write that saves it moves the entry.
 		e.begin()

@@ -402,3 +402,37 @@ func TestWriteBehindCancelledReminder(t *testing.T) {
 	require.Empty(t, rems)
 	require.Zero(t, ticks.Load(), "a cancelled reminder fired")
 }
+
+// A run that accepts a sender's newer epoch writes at once, even when it
+// asked to write behind: the fence must be durable before the reply, or a
+// crash would let the sender's former owner in again (S6). A run from an
+// epoch already accepted writes behind.
+func TestWriteBehindWritesAMovedSenderFence(t *testing.T) {
+	w := newWB(t, false, nil)
+	sender := ref("sender")
+	for i := 0; actors.ShardOf(sender, w.cfg.Shards) == actors.ShardOf(ref("f"), w.cfg.Shards); i++ {
+		sender = ref(fmt.Sprint("sender", i))
+	}
+	from := func(epoch int64, rid string) *ordopb.Reply {
+		env, err := actors.Envelope(ref("f"), &testpb.Add{Delta: 1, Sender: behind}, rid)
+		require.NoError(t, err)
+		env.Sender = sender.Proto()
+		env.SenderFence = &ordopb.SenderFence{Shard: actors.ShardOf(sender, w.cfg.Shards), Epoch: epoch}
+		return submitFromNode(t, w.host, env)
+	}
+	require.Nil(t, from(7, "r1").GetError())
+	rec, v := w.stored("f")
+	require.EqualValues(t, 1, rec.Seq, "the run that moved the fence wrote")
+	require.EqualValues(t, 1, v)
+	require.Nil(t, from(7, "r2").GetError())
+	rec, _ = w.stored("f")
+	require.EqualValues(t, 1, rec.Seq, "a run from the accepted epoch writes behind")
+
+	w.host.DropAll(errors.New("crashed"))
+	for s := range w.cfg.Shards {
+		require.NoError(t, w.host.Own(s, 2))
+	}
+	rep := from(6, "r3")
+	require.Equal(t, ordopb.Code_CODE_FENCED, rep.GetError().GetCode(), "%v", rep)
+	require.EqualValues(t, 1, w.get("f"), "the run written behind was lost with the crash; the fence was not")
+}

@@ -137,7 +137,7 @@ var mutants = []Mutant{
 		Name:  "actors/write-behind-read-writes-first",
 		Guard: "S2: a read answers only once the changes written behind that it may see are durable",
 		File:  "actors/entity.go",
-		Orig: `		if !e.behind {
+		Orig: `		if e.behindRuns == 0 {
 			e.flushOutbox(e.seq)`,
 		Repl: `		if true {
 			e.flushOutbox(e.seq)`,
@@ -147,10 +147,10 @@ var mutants = []Mutant{
 		Name:  "actors/write-behind-keeps-sender-dependency",
 		Guard: "S2: a co-located receiver's changes written behind never become durable before its sender's write",
 		File:  "actors/entity.go",
-		Orig: `	if e.seq != seq || !e.behind {
+		Orig: `	if e.seq != seq || e.behindRuns == 0 {
 		c.after = nil
 	}`,
-		Repl: `	if e.seq != seq || !e.behind {
+		Repl: `	if e.seq != seq || e.behindRuns == 0 {
 		c.after = nil
 	} else if c.after != nil {
 		e.after = e.after[:len(e.after)-1]
@@ -158,10 +158,18 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/write-behind-fence-written-now",
+		Guard: "S6: a run that accepts a sender's newer epoch writes at once, even when it asked to write behind",
+		File:  "actors/entity.go",
+		Orig:  `		e.wantBehind = false // a sender's fence moved: written now, like the run`,
+		Repl:  `		_ = 0`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/write-behind-saved-on-passivation",
 		Guard: "write-behind: passivation and a graceful handoff save the changes written behind (Context.WriteBehind)",
 		File:  "actors/entity.go",
-		Orig:  `	if final := e.finalSnapshot(); !ran && !final && !e.behind {`,
+		Orig:  `	if final := e.finalSnapshot(); !ran && !final && e.behindRuns == 0 {`,
 		Repl:  `	if final := e.finalSnapshot(); !ran && !final {`,
 		Pkgs:  []string{"./actors"},
 	},

@@ -41,6 +41,15 @@ type Approach interface {
 	Close() error
 }
 
+// WALReader is implemented by approaches that keep their data in
+// PostgreSQL. WALPosition returns the server's write-ahead log insert
+// position in bytes (pg_current_wal_lsn), from which Run reports the WAL
+// each run wrote (Result.WALBytes); ok is false when this instance of
+// the approach keeps no data in PostgreSQL.
+type WALReader interface {
+	WALPosition(ctx context.Context) (pos uint64, ok bool, err error)
+}
+
 type pauseKey struct{}
 
 type pause struct {

@@ -2,7 +2,8 @@
 # The bank benchmark behind `make bench-bank`: ordo against the lock it
 # replaces on the same store (ordo-pg vs PostgreSQL SELECT … FOR UPDATE,
 # ordo on etcd vs the etcd mutex), one approach after another, on the same
-# machine and seeded workloads:
+# machine and seeded workloads, with ordo on the in-memory store (ordo-mem:
+# nothing durable, the runtime's own cost) as the ceiling of both:
 #
 #   A: 64 accounts, Zipf 1.1 (a few hot accounts), concurrency 32 and 256
 #   B: 10,000 accounts, uniform, concurrency 32
@@ -26,7 +27,7 @@ DURATION=${BENCH_DURATION:-10s}
 ROUNDS=${BENCH_ROUNDS:-3}
 SEED=${BENCH_SEED:-1}
 OUT=${BENCH_OUT:-results/bench}
-APPROACHES=pg-row,ordo-pg,ordo,etcd
+APPROACHES=pg-row,ordo-pg,ordo,etcd,ordo-mem
 
 eval "$(bash lab/lab.sh up pg)"
 bin=$(mktemp -d)

@@ -17,6 +17,10 @@
 // CPU-seconds per 1,000 acknowledged transfers ("n/a" off Linux). Since
 // other processes count too, Run first watches the machine for
 // Workload.IdleSample with the approach idle and reports how busy it was.
+// For an approach that keeps its data in PostgreSQL (WALReader) it also
+// reports the write-ahead log the server wrote over the window, per
+// acknowledged transfer: the database's share of the work, exact where
+// CPU time is not (pg_current_wal_lsn before and after).
 //
 // # Pauses
 //

@@ -277,6 +277,27 @@ func commit(ctx context.Context, tx pgx.Tx) error {
 	}
 }
 
+// WALPosition implements WALReader.
+func (p *PGLock) WALPosition(ctx context.Context) (uint64, bool, error) {
+	pos, err := PGWALPosition(ctx, p.pool)
+	return pos, true, err
+}
+
+// PGWALPosition reads the server's write-ahead log insert position, in
+// bytes (pg_current_wal_lsn), through q.
+func PGWALPosition(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (uint64, error) {
+	var pos int64
+	if err := q.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&pos); err != nil {
+		return 0, fmt.Errorf("lab: pg: %w", err)
+	}
+	if pos < 0 {
+		return 0, fmt.Errorf("lab: pg: WAL position %d", pos)
+	}
+	return uint64(pos), nil
+}
+
 // Close implements Approach.
 func (p *PGLock) Close() error {
 	p.pool.Close()

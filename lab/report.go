@@ -147,8 +147,8 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 
 	for _, c := range rep.Concurrencies {
 		fmt.Fprintf(b, "\n## Concurrency %d\n\n", c)
-		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | idle busy | conserved | money Δ | accounts off | missing | extra | check |\n")
-		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
+		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | WAL/transfer | idle busy | conserved | money Δ | accounts off | missing | extra | check |\n")
+		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
 		var ran []Result
 		for _, r := range rep.Results {
 			if r.Workload.Concurrency != c {
@@ -162,9 +162,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			if r.Unknown > 0 && !r.ExactlyOnce() {
 				check += " (unknowns)"
 			}
-			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
 				rep.label(r), r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
-				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), idleBusy(r),
+				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), walPerTransfer(r), idleBusy(r),
 				yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
 		}
 		writeComparisons(b, rep, c)
@@ -175,6 +175,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			}
 			if r.CPUError != "" {
 				notes = append(notes, fmt.Sprintf("- %s, CPU time n/a: `%s`", rep.label(r), r.CPUError))
+			}
+			if r.WALError != "" {
+				notes = append(notes, fmt.Sprintf("- %s, WAL n/a: `%s`", rep.label(r), r.WALError))
 			}
 		}
 		fails := slices.Clone(rep.Failures)
@@ -188,7 +191,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			fmt.Fprintf(b, "\n%s\n", strings.Join(notes, "\n"))
 		}
 	}
-	fmt.Fprintf(b, "\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *CPU-s/1k* machine CPU-seconds per 1,000 acknowledged transfers; *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences. Ratios are approach ÷ baseline: above 1 means more transfers/s, a longer p99, more CPU per transfer.\n")
+	fmt.Fprintf(b, "\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *CPU-s/1k* machine CPU-seconds per 1,000 acknowledged transfers; *WAL/transfer* bytes of write-ahead log the PostgreSQL server wrote per acknowledged transfer (pg_current_wal_lsn before and after the run, every client of the server counted; – for approaches that keep no data in PostgreSQL); *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences. Ratios are approach ÷ baseline: above 1 means more transfers/s, a longer p99, more CPU per transfer.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -298,6 +301,18 @@ func ratio(x, y float64) string {
 }
 
 func roundLatency(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+
+// walPerTransfer formats the WAL bytes per transfer: "–" for an approach
+// that keeps no data in PostgreSQL, "n/a" when they could not be read.
+func walPerTransfer(r Result) string {
+	switch {
+	case r.WALError != "":
+		return "n/a"
+	case r.WALBytes == 0 && r.WALPerTransfer == 0:
+		return "–"
+	}
+	return fmt.Sprintf("%.0f B", r.WALPerTransfer)
+}
 
 func cpuPer1000(r Result) string {
 	if r.CPUError != "" {

@@ -123,6 +123,16 @@ type Result struct {
 	// IdleSample > 0 and CPUError is "".
 	IdleBusy float64
 
+	// WALBytes is the PostgreSQL write-ahead log the server wrote during
+	// Elapsed (every client of the server counts), for approaches that keep
+	// their data there (WALReader); WALPerTransfer is WALBytes per
+	// acknowledged transfer (0 when none was). WALError says why they were
+	// not measured for such an approach ("" when they were, or when the
+	// approach is not one).
+	WALBytes       int64   `json:",omitempty"`
+	WALPerTransfer float64 `json:",omitempty"`
+	WALError       string  `json:",omitempty"`
+
 	// ExpectedTotal is Accounts × InitialBalance; Total the final sum.
 	ExpectedTotal, Total int64
 	// AccountsOff counts accounts whose final balance differs from
@@ -186,6 +196,7 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		res.IdleBusy = idle.BusyShare()
 	}
 	workers := make([]*worker, w.Concurrency)
+	wal0, walOK, walErr := walPosition(ctx, a)
 	cpu0, cpuErr := ReadMachineCPU()
 	start := time.Now()
 	deadline := start.Add(w.Duration)
@@ -205,6 +216,15 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	cpu1, err := ReadMachineCPU()
 	if cpuErr == nil {
 		cpuErr = err
+	}
+	if walOK && walErr == nil {
+		var wal1 uint64
+		if wal1, _, walErr = walPosition(ctx, a); walErr == nil && wal1 < wal0 {
+			walErr = fmt.Errorf("WAL position went back from %d to %d", wal0, wal1)
+		}
+		if walErr == nil {
+			res.WALBytes = int64(wal1 - wal0)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("lab: %s: run interrupted: %w", a.Name(), err)
@@ -241,6 +261,13 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		}
 	}
 
+	switch {
+	case walErr != nil:
+		res.WALError = walErr.Error()
+	case walOK && res.OK > 0:
+		res.WALPerTransfer = float64(res.WALBytes) / float64(res.OK)
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 	defer cancel()
 	bal, err := a.Balances(rctx)
@@ -251,6 +278,22 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		return res, fmt.Errorf("lab: %s: %w", a.Name(), err)
 	}
 	return res, nil
+}
+
+// walPosition returns a's WAL position when a is a WALReader that keeps
+// its data in PostgreSQL (ok), bounded by a few seconds.
+func walPosition(ctx context.Context, a Approach) (pos uint64, ok bool, err error) {
+	wr, is := a.(WALReader)
+	if !is {
+		return 0, false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	pos, ok, err = wr.WALPosition(ctx)
+	if err != nil {
+		return 0, true, fmt.Errorf("reading the WAL position: %w", err)
+	}
+	return pos, ok, nil
 }
 
 // sampleCPU returns the machine's CPU times over d, or zero times where

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,5 +332,108 @@ func TestMainBadFlags(t *testing.T) {
 	var stdout bytes.Buffer
 	if err := lab.Main(context.Background(), []string{"-h"}, &stdout); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
+	}
+}
+
+// walMemory is the in-memory approach as if it kept its data in
+// PostgreSQL: its WAL position advances by perTransfer bytes with every
+// transfer, and reading it fails once failAt reads were made (0: never).
+type walMemory struct {
+	*labtest.Memory
+	perTransfer uint64
+	failAt      int
+	pos         atomic.Uint64
+	reads       atomic.Int64
+}
+
+func (m *walMemory) Transfer(ctx context.Context, from, to int, amount int64) error {
+	err := m.Memory.Transfer(ctx, from, to, amount)
+	if err == nil {
+		m.pos.Add(m.perTransfer)
+	}
+	return err
+}
+
+func (m *walMemory) WALPosition(context.Context) (uint64, bool, error) {
+	if n := m.reads.Add(1); m.failAt > 0 && n >= int64(m.failAt) {
+		return 0, true, errors.New("server gone")
+	}
+	return 1<<40 + m.pos.Load(), true, nil
+}
+
+// Run reports the WAL an approach's server wrote over the measured
+// window, per acknowledged transfer; a failed read is reported, not
+// taken for zero.
+func TestRunMeasuresWAL(t *testing.T) {
+	a := &walMemory{Memory: labtest.NewMemory(labtest.Config{}), perTransfer: 300}
+	r, err := lab.Run(context.Background(), a, shortWorkload(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK == 0 || r.WALError != "" || r.WALBytes != int64(r.OK)*300 || r.WALPerTransfer != 300 {
+		t.Fatalf("OK %d: WAL %d bytes, %v per transfer, error %q; want %d, 300", r.OK, r.WALBytes, r.WALPerTransfer, r.WALError, r.OK*300)
+	}
+	if a.reads.Load() != 2 {
+		t.Fatalf("%d WAL reads, want 2 (before and after the window)", a.reads.Load())
+	}
+
+	failing := &walMemory{Memory: labtest.NewMemory(labtest.Config{}), perTransfer: 300, failAt: 2}
+	r, err = lab.Run(context.Background(), failing, shortWorkload(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.WALError, "server gone") || r.WALBytes != 0 || r.WALPerTransfer != 0 || !r.Passed() {
+		t.Fatalf("failed read: WAL %d bytes, %v per transfer, error %q, passed %v", r.WALBytes, r.WALPerTransfer, r.WALError, r.Passed())
+	}
+
+	// An approach that keeps nothing in PostgreSQL reports none.
+	r, err = lab.Run(context.Background(), labtest.NewMemory(labtest.Config{}), shortWorkload(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.WALBytes != 0 || r.WALPerTransfer != 0 || r.WALError != "" {
+		t.Fatalf("no WAL reader: WAL %d bytes, %v per transfer, error %q", r.WALBytes, r.WALPerTransfer, r.WALError)
+	}
+}
+
+// The report shows WAL per transfer where it was measured, "–" where the
+// approach keeps no data in PostgreSQL, and "n/a" with the reason where
+// reading it failed.
+func TestMarkdownWAL(t *testing.T) {
+	w := shortWorkload(1)
+	w.Concurrency = 4
+	rep := lab.Report{Workload: w, Concurrencies: []int{4}, Rounds: 1, Results: []lab.Result{
+		{Name: "pg", Workload: w, OK: 10, WALBytes: 12345, WALPerTransfer: 1234.5},
+		{Name: "kv", Workload: w, OK: 10},
+		{Name: "gone", Workload: w, OK: 10, WALError: "reading the WAL position: server gone"},
+	}}
+	var b bytes.Buffer
+	if err := lab.WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"| WAL/transfer |", " | 1234 B | ", "| kv | 10 |", "- gone, WAL n/a: `reading the WAL position: server gone`"} {
+		if !strings.Contains(md, want) {
+			t.Fatalf("report lacks %q:\n%s", want, md)
+		}
+	}
+	row := func(name string) []string {
+		for _, l := range strings.Split(md, "\n") {
+			if strings.HasPrefix(l, "| "+name+" |") {
+				return strings.Split(l, " | ")
+			}
+		}
+		t.Fatalf("no row for %s:\n%s", name, md)
+		return nil
+	}
+	// Columns: approach ... CPU-s/1k (index 9), WAL/transfer (10).
+	if c := row("pg")[10]; c != "1234 B" {
+		t.Fatalf("pg WAL cell %q", c)
+	}
+	if c := row("kv")[10]; c != "–" {
+		t.Fatalf("kv WAL cell %q", c)
+	}
+	if c := row("gone")[10]; c != "n/a" {
+		t.Fatalf("gone WAL cell %q", c)
 	}
 }

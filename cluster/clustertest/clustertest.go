@@ -17,6 +17,7 @@ import (
 	"github.com/ordo-actors/ordo/ordotls"
 	"github.com/ordo-actors/ordo/persistence"
 	etcdstore "github.com/ordo-actors/ordo/persistence/etcdstore"
+	"github.com/ordo-actors/ordo/persistence/memory"
 	pgstore "github.com/ordo-actors/ordo/persistence/pgstore"
 	"github.com/ordo-actors/ordo/placement"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,8 +46,10 @@ type Config struct {
 	Store persistence.Store
 	// StoreKind is the store Start opens when Store is nil, and Close
 	// closes: "etcd" (the default: entity state in the cluster's etcd,
-	// under Prefix) or "postgres" (a fresh schema of the database at PG,
-	// named after Prefix, dropped by Close).
+	// under Prefix), "postgres" (a fresh schema of the database at PG,
+	// named after Prefix, dropped by Close) or "memory" (package
+	// persistence/memory: nothing is durable, nothing outlives the
+	// process; it measures the runtime without a store's cost).
 	StoreKind string
 	// PG is the PostgreSQL URL, for StoreKind "postgres".
 	PG string
@@ -116,8 +119,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if cfg.StoreKind == "" {
 			cfg.StoreKind = "etcd"
 		}
-		if cfg.StoreKind != "etcd" && cfg.StoreKind != "postgres" {
-			return nil, fmt.Errorf("clustertest: store %q: want etcd or postgres", cfg.StoreKind)
+		if cfg.StoreKind != "etcd" && cfg.StoreKind != "postgres" && cfg.StoreKind != "memory" {
+			return nil, fmt.Errorf("clustertest: store %q: want etcd, postgres or memory", cfg.StoreKind)
 		}
 		if cfg.StoreKind == "postgres" && cfg.PG == "" {
 			return nil, errors.New("clustertest: store postgres needs a PostgreSQL URL")
@@ -191,6 +194,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if c.store, err = etcdstore.New(c.cli, sc); err != nil {
 			return nil, fmt.Errorf("clustertest: %w", err)
 		}
+		c.ownsStore = true
+	case cfg.StoreKind == "memory":
+		c.store = memory.New()
 		c.ownsStore = true
 	case cfg.StoreKind == "postgres":
 		sc := pgstore.DefaultConfig()

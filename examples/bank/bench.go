@@ -14,19 +14,24 @@ import (
 func newBenchCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "bench [lab flags]",
-		Short: "Run the lock lab with ordo as one more approach (ordo, and ordo-pg with --pg)",
+		Short: "Run the lock lab with ordo as one more approach (ordo, ordo-mem, and ordo-pg with --pg)",
 		Long: `bench runs the lock lab (package lab) on one workload: the
 lock-based approaches it selects (--approaches, default all) and ordo on an
 in-process 3-node cluster ("ordo": the etcd store; "ordo-pg": the PostgreSQL
-store, added when --pg or ORDO_PG_URL is set). Every flag is the lab's; see
-'bank bench -h'. Example, ordo and the etcd lock only, with pauses:
+store, added when --pg or ORDO_PG_URL is set; "ordo-mem": the in-memory
+store, which keeps nothing durable: not an alternative to a lock, but the
+runtime's own cost, the ceiling of the durable stores). Every flag is the
+lab's; see 'bank bench -h'. Example, ordo and the etcd lock only, with
+pauses:
 
   go run ./examples/bank bench --approaches etcd,ordo --duration 10s --stall-prob 0.02 --ttl 1s --stall 3s
 
 Per approach it reports transfers/s, p50 and p99 latency and the machine's
 CPU-seconds per 1,000 transfers (every process, the servers too, from
 /proc/stat; n/a off Linux; "idle busy" shows how busy other processes kept
-the machine just before), with ratios for the --compare pairs (default
+the machine just before), for the approaches that keep their data in
+PostgreSQL the bytes of write-ahead log the server wrote per transfer, with
+ratios for the --compare pairs (default
 ordo-pg:pg-row,ordo:etcd). --concurrency takes a list: every approach runs
 at each, e.g.
 
@@ -38,7 +43,7 @@ outlasts that node's lease exactly as it outlasts a lock's TTL elsewhere.`,
 		DisableFlagParsing: true,
 		Args:               cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			builders := []lab.Builder{ordolab.Builder("ordo", "etcd")}
+			builders := []lab.Builder{ordolab.Builder("ordo", "etcd"), ordolab.Builder("ordo-mem", "memory")}
 			if pgGiven(args) {
 				builders = append(builders, ordolab.Builder("ordo-pg", "postgres"))
 			}

@@ -4,6 +4,12 @@
 // or the PostgreSQL store), and a lab transfer is a transfer saga
 // submitted with ledger.SubmitAndWait.
 //
+// With the in-memory store ("memory", package persistence/memory) the
+// approach keeps nothing durable: it is no alternative to a lock, but
+// the cost of the runtime alone (transport, entities, sagas, batching),
+// an upper bound for the durable stores, which add their own work on top
+// of it.
+//
 // # Pauses
 //
 // The lab simulates a process pause that outlasts a lock's TTL, between a
@@ -34,6 +40,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/clustertest"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
@@ -47,7 +55,8 @@ import (
 const Nodes = 3
 
 // Builder returns the lab builder of the ordo approach named name with the
-// given store ("etcd" or "postgres"; postgres uses the lab's --pg).
+// given store ("etcd", "postgres" or "memory"; postgres uses the lab's
+// --pg).
 func Builder(name, store string) lab.Builder {
 	return lab.Builder{Name: name, New: func(ctx context.Context, s lab.Settings) (lab.Approach, error) {
 		if store == "postgres" && s.PG == "" {
@@ -201,6 +210,21 @@ func (a *Approach) Balances(ctx context.Context) ([]int64, error) {
 		out[i] = m[history.AccountName(i)]
 	}
 	return out, nil
+}
+
+// WALPosition implements lab.WALReader: the PostgreSQL server's WAL
+// position when the approach keeps its data there.
+func (a *Approach) WALPosition(ctx context.Context) (uint64, bool, error) {
+	if a.cfg.StoreKind != "postgres" {
+		return 0, false, nil
+	}
+	conn, err := pgx.Connect(ctx, a.cfg.PG)
+	if err != nil {
+		return 0, true, fmt.Errorf("ordo: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	pos, err := lab.PGWALPosition(ctx, conn)
+	return pos, true, err
 }
 
 // Close stops the cluster.

@@ -9,6 +9,7 @@ import (
 	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/lab"
 	"github.com/ordo-actors/ordo/lab/ordolab"
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 )
 
 // The ordo approach under the lab's pauses: transfers carrying a pause
@@ -76,4 +77,54 @@ func TestApproachWithPauses(t *testing.T) {
 		}
 		testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, n.Readiness)
 	}
+}
+
+// runShort runs a short lab workload on the approach the builder makes and
+// requires every check to pass.
+func runShort(t *testing.T, b lab.Builder, s lab.Settings) lab.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s.TTL, s.Concurrency = time.Second, 4
+	a, err := b.New(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	w := lab.DefaultWorkload()
+	w.Accounts, w.Concurrency, w.Duration = 8, 4, 500*time.Millisecond
+	w.Seed = uint64(time.Now().UnixNano())
+	r, err := lab.Run(ctx, a, w)
+	if err != nil {
+		t.Fatalf("seed %d: %v", w.Seed, err)
+	}
+	if !r.Passed() || r.Unknown != 0 {
+		t.Fatalf("seed %d: %+v", w.Seed, r)
+	}
+	return r
+}
+
+// ordo on the in-memory store runs the bank's transfers with every check
+// passing, and, keeping nothing in PostgreSQL, reports no WAL.
+func TestApproachOnMemoryStore(t *testing.T) {
+	r := runShort(t, ordolab.Builder("ordo-mem", "memory"), lab.Settings{})
+	if r.WALBytes != 0 || r.WALError != "" {
+		t.Fatalf("WAL %d bytes, error %q, for an approach with no PostgreSQL", r.WALBytes, r.WALError)
+	}
+	t.Logf("ordo-mem: %d ok, %.0f/s", r.OK, r.Throughput)
+}
+
+// ordo on the PostgreSQL store reports the WAL the server wrote per
+// transfer: a transfer's saga and both accounts are written, so it is
+// well above a single row's.
+func TestApproachOnPostgresReportsWAL(t *testing.T) {
+	r := runShort(t, ordolab.Builder("ordo-pg", "postgres"), lab.Settings{PG: pgtest.URL(t)})
+	if r.WALError != "" || r.WALBytes <= 0 || r.WALPerTransfer < 200 {
+		t.Fatalf("WAL %d bytes, %.0f per transfer, error %q", r.WALBytes, r.WALPerTransfer, r.WALError)
+	}
+	t.Logf("ordo-pg: %d ok, %.0f/s, %.0f B of WAL per transfer", r.OK, r.Throughput, r.WALPerTransfer)
 }

@@ -28,6 +28,8 @@ ROUNDS=${BENCH_ROUNDS:-3}
 SEED=${BENCH_SEED:-1}
 OUT=${BENCH_OUT:-results/bench}
 APPROACHES=pg-row,ordo-pg,ordo,etcd,ordo-mem
+# ordo-mem ÷ pg-row: how far the runtime alone is from the row lock.
+COMPARE=ordo-pg:pg-row,ordo:etcd,ordo-mem:pg-row
 
 eval "$(bash lab/lab.sh up pg)"
 bin=$(mktemp -d)
@@ -40,13 +42,13 @@ workload() {
 	local dir=$1 title=$2
 	shift 2
 	echo "bench.sh: $title" >&2
-	"$bin/bank" bench --approaches "$APPROACHES" --duration "$DURATION" --rounds "$ROUNDS" --seed "$SEED" \
-		--pg "$ORDO_PG_URL" --out "$OUT/$dir" "$@"
+	"$bin/bank" bench --approaches "$APPROACHES" --compare "$COMPARE" --duration "$DURATION" --rounds "$ROUNDS" \
+		--seed "$SEED" --pg "$ORDO_PG_URL" --out "$OUT/$dir" "$@"
 	{
 		echo
 		echo "## $title"
 		echo
-		echo "\`bank bench --approaches $APPROACHES --duration $DURATION --rounds $ROUNDS --seed $SEED $*\`"
+		echo "\`bank bench --approaches $APPROACHES --compare $COMPARE --duration $DURATION --rounds $ROUNDS --seed $SEED $*\`"
 		# The workload's report without its title, one heading level down.
 		tail -n +2 "$OUT/$dir/results.md" | sed 's/^## /### /'
 		echo

@@ -218,9 +218,10 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 // outcome; an error means the statement failed and outcome is to be
 // ignored.
 func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uint32]error) error {
-	rows, err := s.pool.Query(ctx, s.journalSaveSQL[b.variant], b.shards, b.epochs,
-		b.kinds, b.ids, b.recShards, b.recEpochs, b.datas, b.firsts, b.lasts, b.dels,
-		b.evRecs, b.evSeqs, b.evDatas, b.dues, b.creates)
+	rows, err := s.pool.Query(ctx, s.journalSaveSQL[b.variant], int64s(b.shards), int64s(b.epochs),
+		texts(b.kinds), texts(b.ids), int64s(b.recShards), int64s(b.recEpochs), blobs(b.datas),
+		int64s(b.firsts), int64s(b.lasts), int64s(b.dels),
+		int64s(b.evRecs), int64s(b.evSeqs), blobs(b.evDatas), int64s(b.dues), bools(b.creates))
 	if err != nil {
 		return err
 	}
@@ -363,7 +364,7 @@ func (s *Store) ReadJournal(ctx context.Context, kind string, after persistence.
 	for i, p := range pos {
 		shards[i], at[i] = int64(p.shard), int64(p.pos)
 	}
-	rows, err := s.pool.Query(ctx, s.feedSQL, kind, shards, at, limit)
+	rows, err := s.pool.Query(ctx, s.feedSQL, kind, int64s(shards), int64s(at), limit)
 	if err != nil {
 		return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
 	}

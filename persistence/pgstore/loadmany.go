@@ -34,7 +34,7 @@ func (s *Store) LoadMany(ctx context.Context, keys []persistence.Key) (map[persi
 	for i, k := range keys {
 		kinds[i], ids[i] = k.Kind, k.ID
 	}
-	rows, err := s.pool.Query(ctx, s.loadManySQL, kinds, ids)
+	rows, err := s.pool.Query(ctx, s.loadManySQL, texts(kinds), texts(ids))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: load %d records: %w", len(keys), err)
 	}

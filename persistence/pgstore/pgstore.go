@@ -411,7 +411,8 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		}
 		return outcome, nil
 	}
-	rows, err := s.pool.Query(ctx, s.saveSQL[variantOf(recs)], shards, epochs, kinds, ids, recShards, recEpochs, datas, dues, creates)
+	rows, err := s.pool.Query(ctx, s.saveSQL[variantOf(recs)], int64s(shards), int64s(epochs), texts(kinds), texts(ids),
+		int64s(recShards), int64s(recEpochs), blobs(datas), int64s(dues), bools(creates))
 	if err != nil {
 		return failAll(err)
 	}

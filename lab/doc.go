@@ -17,6 +17,10 @@
 // CPU-seconds per 1,000 acknowledged transfers ("n/a" off Linux). Since
 // other processes count too, Run first watches the machine for
 // Workload.IdleSample with the approach idle and reports how busy it was.
+// It reports the part of that CPU time this process used as well
+// (getrusage): the clients, and whatever the approach runs in-process
+// (ordo's nodes and their store clients, an embedded etcd); the rest is
+// the approach's servers' and anything else's.
 // For an approach that keeps its data in PostgreSQL (WALReader) it also
 // reports the write-ahead log the server wrote over the window, per
 // acknowledged transfer: the database's share of the work, exact where

@@ -141,14 +141,15 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		fmt.Fprintf(b, "- pauses: off, lock TTL %v\n", rep.TTL)
 	}
 	fmt.Fprintf(b, "- CPU-s/1k: busy CPU-seconds of the whole machine (every process: the servers too), from /proc/stat (user+nice+system+irq+softirq+steal, USER_HZ taken as 100) over each run's measured window, per 1,000 acknowledged transfers\n")
+	fmt.Fprintf(b, "- process CPU-s/1k: the part of CPU-s/1k this process used (getrusage): the clients, and what an approach runs in-process (nodes with their store clients, an embedded etcd); the rest of CPU-s/1k is the servers' (PostgreSQL, Redis, etcd, ZooKeeper) and anything else's\n")
 	if wl.IdleSample > 0 {
 		fmt.Fprintf(b, "- idle busy: share of the machine's CPU busy during the %v before each run, the approach set up and idle; well above 0%% means something else kept the machine busy, and CPU-s/1k counts it too\n", wl.IdleSample)
 	}
 
 	for _, c := range rep.Concurrencies {
 		fmt.Fprintf(b, "\n## Concurrency %d\n\n", c)
-		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | WAL/transfer | idle busy | conserved | money Δ | accounts off | missing | extra | check |\n")
-		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
+		fmt.Fprintf(b, "| approach | ok | rejected | aborted | unknown | pauses | ok/s | p50 | p99 | CPU-s/1k | process CPU-s/1k | WAL/transfer | idle busy | conserved | money Δ | accounts off | missing | extra | check |\n")
+		fmt.Fprintf(b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|:-:|\n")
 		var ran []Result
 		for _, r := range rep.Results {
 			if r.Workload.Concurrency != c {
@@ -162,9 +163,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			if r.Unknown > 0 && !r.ExactlyOnce() {
 				check += " (unknowns)"
 			}
-			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.0f | %v | %v | %s | %s | %s | %s | %s | %+d | %d | %d | %d | %s |\n",
 				rep.label(r), r.OK, r.Rejected, r.Aborted, r.Unknown, r.Stalls, r.Throughput,
-				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), walPerTransfer(r), idleBusy(r),
+				roundLatency(r.P50), roundLatency(r.P99), cpuPer1000(r), processCPUPer1000(r), walPerTransfer(r), idleBusy(r),
 				yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
 		}
 		writeComparisons(b, rep, c)
@@ -191,7 +192,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			fmt.Fprintf(b, "\n%s\n", strings.Join(notes, "\n"))
 		}
 	}
-	fmt.Fprintf(b, "\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *CPU-s/1k* machine CPU-seconds per 1,000 acknowledged transfers; *WAL/transfer* bytes of write-ahead log the PostgreSQL server wrote per acknowledged transfer (pg_current_wal_lsn before and after the run, every client of the server counted; – for approaches that keep no data in PostgreSQL); *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences. Ratios are approach ÷ baseline: above 1 means more transfers/s, a longer p99, more CPU per transfer.\n")
+	fmt.Fprintf(b, "\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *CPU-s/1k* machine CPU-seconds per 1,000 acknowledged transfers, *process CPU-s/1k* the part this process used; *WAL/transfer* bytes of write-ahead log the PostgreSQL server wrote per acknowledged transfer (pg_current_wal_lsn before and after the run, every client of the server counted; – for approaches that keep no data in PostgreSQL); *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences. Ratios are approach ÷ baseline: above 1 means more transfers/s, a longer p99, more CPU per transfer.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -319,6 +320,13 @@ func cpuPer1000(r Result) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.3f", r.CPUPer1000)
+}
+
+func processCPUPer1000(r Result) string {
+	if r.ProcessCPUError != "" {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", r.ProcessCPUPer1000)
 }
 
 func idleBusy(r Result) string {

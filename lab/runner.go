@@ -116,6 +116,16 @@ type Result struct {
 	CPUSeconds float64
 	CPUPer1000 float64
 	CPUError   string
+	// ProcessCPUSeconds is the part of the CPU time during Elapsed that
+	// this process used (getrusage): the lab's clients, and everything an
+	// approach runs in-process (ordo's nodes with their stores' clients, an
+	// embedded etcd). CPUSeconds less it is the rest of the machine: the
+	// approach's servers (PostgreSQL, Redis, etcd, ZooKeeper) and anything
+	// else running. ProcessCPUPer1000 is it per 1,000 acknowledged
+	// transfers. ProcessCPUError says why it was not measured.
+	ProcessCPUSeconds float64 `json:",omitempty"`
+	ProcessCPUPer1000 float64 `json:",omitempty"`
+	ProcessCPUError   string  `json:",omitempty"`
 	// IdleBusy is the share (0..1) of the machine's CPU that was busy
 	// during Workload.IdleSample before the measured window, the approach
 	// set up and idle: other processes, and the approach's servers at rest.
@@ -198,6 +208,7 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	workers := make([]*worker, w.Concurrency)
 	wal0, walOK, walErr := walPosition(ctx, a)
 	cpu0, cpuErr := ReadMachineCPU()
+	own0, ownErr := ReadProcessCPU()
 	start := time.Now()
 	deadline := start.Add(w.Duration)
 	var wg sync.WaitGroup
@@ -216,6 +227,10 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	cpu1, err := ReadMachineCPU()
 	if cpuErr == nil {
 		cpuErr = err
+	}
+	own1, err := ReadProcessCPU()
+	if ownErr == nil {
+		ownErr = err
 	}
 	if walOK && walErr == nil {
 		var wal1 uint64
@@ -258,6 +273,15 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		res.CPUSeconds = cpu1.Sub(cpu0).Busy.Seconds()
 		if res.OK > 0 {
 			res.CPUPer1000 = res.CPUSeconds * 1000 / float64(res.OK)
+		}
+	}
+
+	if ownErr != nil {
+		res.ProcessCPUError = ownErr.Error()
+	} else {
+		res.ProcessCPUSeconds = (own1 - own0).Seconds()
+		if res.OK > 0 {
+			res.ProcessCPUPer1000 = res.ProcessCPUSeconds * 1000 / float64(res.OK)
 		}
 	}
 

@@ -73,6 +73,15 @@ func checkCPU(t *testing.T, r lab.Result) {
 	if r.IdleBusy < 0 || r.IdleBusy > 1 || (r.Workload.IdleSample == 0 && r.IdleBusy != 0) {
 		t.Fatalf("idle busy share %v with idle sample %v", r.IdleBusy, r.Workload.IdleSample)
 	}
+	// This process ran the workers and the in-process approach: it used
+	// CPU, and no more than the machine's busy time (which /proc/stat
+	// counts in ticks: a little slack for their rounding).
+	if r.ProcessCPUError != "" || r.ProcessCPUSeconds <= 0 || r.ProcessCPUSeconds > r.CPUSeconds+0.05 {
+		t.Fatalf("process CPU time %v s (error %q) with machine CPU time %v s", r.ProcessCPUSeconds, r.ProcessCPUError, r.CPUSeconds)
+	}
+	if want := r.ProcessCPUSeconds * 1000 / float64(r.OK); r.ProcessCPUPer1000 != want {
+		t.Fatalf("process CPU-s per 1000 transfers = %v, want %v", r.ProcessCPUPer1000, want)
+	}
 }
 
 func TestRunCatchesFaults(t *testing.T) {
@@ -426,14 +435,15 @@ func TestMarkdownWAL(t *testing.T) {
 		t.Fatalf("no row for %s:\n%s", name, md)
 		return nil
 	}
-	// Columns: approach ... CPU-s/1k (index 9), WAL/transfer (10).
-	if c := row("pg")[10]; c != "1234 B" {
+	// Columns: approach ... CPU-s/1k (index 9), process CPU-s/1k (10),
+	// WAL/transfer (11).
+	if c := row("pg")[11]; c != "1234 B" {
 		t.Fatalf("pg WAL cell %q", c)
 	}
-	if c := row("kv")[10]; c != "–" {
+	if c := row("kv")[11]; c != "–" {
 		t.Fatalf("kv WAL cell %q", c)
 	}
-	if c := row("gone")[10]; c != "n/a" {
+	if c := row("gone")[11]; c != "n/a" {
 		t.Fatalf("gone WAL cell %q", c)
 	}
 }

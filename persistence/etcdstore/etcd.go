@@ -560,6 +560,11 @@ func (s *Store) refused(g *group, reads []*etcdserverpb.ResponseOp) error {
 // a GC pause, finds every write it had on the wire timed out when it
 // resumes, though etcd may answer them a moment later.)
 func (s *Store) txn(ctx context.Context, groups []*group, cmps []clientv3.Cmp, puts, gets []clientv3.Op) (*clientv3.TxnResponse, error) {
+	// A context already done starts nothing: the transaction below runs
+	// detached from ctx, and the select could pick its answer over ctx.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateOutcomeWait)
 	type result struct {
 		resp *clientv3.TxnResponse

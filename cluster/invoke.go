@@ -143,8 +143,6 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 	}
 	shard := actors.ShardOf(ref, r.shards)
 	start := time.Now()
-	changed, unsubscribe := r.table.Subscribe()
-	defer unsubscribe()
 	var last error
 	sent := 0 // attempts that reached a node
 	for attempt := 0; ; attempt++ {
@@ -156,9 +154,9 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 		var rep *ordopb.Reply
 		if from == nil || from.Current() {
 			if r.tracer != nil {
-				rep, err = r.tracedAttempt(ctx, attempt, shard, env, changed)
+				rep, err = r.tracedAttempt(ctx, attempt, shard, env)
 			} else {
-				rep, err = r.attempt(ctx, shard, env, changed)
+				rep, err = r.attempt(ctx, shard, env)
 			}
 			if err == nil && !actors.Retryable(actors.ErrorFromProto(rep.GetError())) {
 				r.metrics.observeCall(ref.Kind, start, rep.GetError())
@@ -189,7 +187,7 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 		}
 		env = actors.ForRetry(env)
 		// Wait for the backoff, or less if the shard's owner changes.
-		owner, _ := r.table.Lookup(shard)
+		w := r.watch(shard)
 		t := time.NewTimer(wait)
 	waiting:
 		for {
@@ -198,8 +196,8 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 				t.Stop()
 				r.metrics.observeCall(ref.Kind, start, actors.ErrorToProto(ctx.Err()))
 				return nil, fmt.Errorf("cluster: call to %s gave up after %d attempts: %w (last: %v)", ref, attempt+1, ctx.Err(), last)
-			case <-changed:
-				if now, _ := r.table.Lookup(shard); now == owner {
+			case <-w.changed:
+				if !w.moved() {
 					continue
 				}
 				t.Stop()
@@ -215,8 +213,9 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 // abandoned as soon as the table shows another owner for the shard: a
 // request in flight to a node that crashed or handed the shard off may
 // never be answered, and waiting for AttemptTimeout would stall failover.
-func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope, changed <-chan struct{}) (*ordopb.Reply, error) {
-	owner, ok := r.table.Lookup(shard)
+func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	w := r.watch(shard)
+	owner, ok := w.owner, w.owned
 	if !ok {
 		return nil, fmt.Errorf("%w: %w %d", actors.ErrNotHere, errNoOwner, shard)
 	}
@@ -244,34 +243,45 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 			return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(err)}, nil
 		}
 	}
-	type result struct {
-		rep *ordopb.Reply
-		err error
+	rep, err := r.tr.requestWhile(actx, info.RemoteAddr, env, &w)
+	switch {
+	case err == nil:
+		return rep, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, errOwnerMoved):
+		return nil, fmt.Errorf("%w: shard %d moved from %s while the call was in flight", errUnreachable, shard, owner.NodeID)
+	case errors.Is(err, errUnreachable):
+		return nil, err
+	default:
+		return nil, fmt.Errorf("%w: %v", errUnreachable, err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := r.tr.request(actx, info.RemoteAddr, env)
-		done <- result{rep, err}
-	}()
-	for {
-		select {
-		case res := <-done:
-			if res.err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				if !errors.Is(res.err, errUnreachable) {
-					res.err = fmt.Errorf("%w: %v", errUnreachable, res.err)
-				}
-			}
-			return res.rep, res.err
-		case <-changed:
-			if now, ok := r.table.Lookup(shard); !ok || now != owner {
-				cancel()
-				return nil, fmt.Errorf("%w: shard %d moved from %s while the call was in flight", errUnreachable, shard, owner.NodeID)
-			}
-		}
-	}
+}
+
+// ownerWatch follows a shard's owner in the placement table over one wait
+// (an attempt in flight, a backoff): changed is closed at the table's next
+// change, and moved then says whether the shard's owner is another now.
+type ownerWatch struct {
+	table   *placement.Table
+	shard   uint32
+	owner   placement.Owner // when the watch began
+	owned   bool            // the shard had an owner then
+	changed <-chan struct{}
+}
+
+// watch starts following shard's owner.
+func (r *router) watch(shard uint32) ownerWatch {
+	w := ownerWatch{table: r.table, shard: shard, changed: r.table.Changed()}
+	w.owner, w.owned = r.table.Lookup(shard) // after Changed: no change is missed
+	return w
+}
+
+// moved reports whether the shard's owner differs from the watch's first;
+// it follows the table's next change from then on.
+func (w *ownerWatch) moved() bool {
+	w.changed = w.table.Changed()
+	now, ok := w.table.Lookup(w.shard)
+	return ok != w.owned || now != w.owner
 }
 
 // Route implements actors.Router for entity-to-entity messages: it runs

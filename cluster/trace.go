@@ -68,14 +68,13 @@ func (r *router) tracedInvoke(ctx context.Context, env *ordopb.Envelope, from ac
 // tracedAttempt is attempt in an "ordo.attempt" span, whose context the
 // attempt's envelope carries to the owner: the owner's handling of the
 // call is the attempt's child.
-func (r *router) tracedAttempt(ctx context.Context, attempt int, shard uint32, env *ordopb.Envelope,
-	changed <-chan struct{}) (*ordopb.Reply, error) {
+func (r *router) tracedAttempt(ctx context.Context, attempt int, shard uint32, env *ordopb.Envelope) (*ordopb.Reply, error) {
 	attrs := []attribute.KeyValue{attrAttempt.Int(attempt), attrShard.Int64(int64(shard))}
 	if owner, ok := r.table.Lookup(shard); ok {
 		attrs = append(attrs, attrOwner.String(owner.NodeID))
 	}
 	ctx, span := r.tracer.Start(ctx, "ordo.attempt", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	rep, err := r.attempt(ctx, shard, withTraceContext(ctx, env), changed)
+	rep, err := r.attempt(ctx, shard, withTraceContext(ctx, env))
 	endSpan(span, rep, err)
 	return rep, err
 }

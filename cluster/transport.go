@@ -158,6 +158,16 @@ func (t *transport) serve(fn serveFunc) {
 // until ctx ends. Failures to reach the node wrap errUnreachable; an
 // envelope too large to send is answered with a bad-request reply.
 func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelope) (*ordopb.Reply, error) {
+	return t.requestWhile(ctx, addr, env, nil)
+}
+
+// errOwnerMoved ends a request whose shard has another owner now (see
+// ownerWatch).
+var errOwnerMoved = errors.New("the shard's owner changed while the call was in flight")
+
+// requestWhile is request that also stops waiting, with errOwnerMoved, as
+// soon as w (when not nil) sees its shard owned by another node.
+func (t *transport) requestWhile(ctx context.Context, addr string, env *ordopb.Envelope, w *ownerWatch) (*ordopb.Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -173,15 +183,27 @@ func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelo
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case rep, ok := <-wait:
-		if !ok {
-			return nil, p.failure()
+	var changed <-chan struct{} // nil: never
+	if w != nil {
+		changed = w.changed
+	}
+	for {
+		select {
+		case rep, ok := <-wait:
+			if !ok {
+				return nil, p.failure()
+			}
+			return rep, nil
+		case <-ctx.Done():
+			p.forget(id)
+			return nil, ctx.Err()
+		case <-changed:
+			if w.moved() {
+				p.forget(id)
+				return nil, errOwnerMoved
+			}
+			changed = w.changed
 		}
-		return rep, nil
-	case <-ctx.Done():
-		p.forget(id)
-		return nil, ctx.Err()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -31,6 +32,9 @@ type Table struct {
 	nodes  map[string]NodeInfo
 	subs   map[chan struct{}]struct{}
 	notes  int64 // notifications sent (tests count them)
+	// changed is closed, and replaced, at each change (Changed); it is
+	// read without mu.
+	changed atomic.Pointer[chan struct{}]
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
@@ -47,7 +51,7 @@ func NewTable(client *clientv3.Client, prefix string, logger *slog.Logger) (*Tab
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Table{
+	t := &Table{
 		client: client,
 		keys:   keys,
 		log:    logger,
@@ -56,7 +60,10 @@ func NewTable(client *clientv3.Client, prefix string, logger *slog.Logger) (*Tab
 		nodes:  map[string]NodeInfo{},
 		subs:   map[chan struct{}]struct{}{},
 		exited: make(chan struct{}),
-	}, nil
+	}
+	ch := make(chan struct{})
+	t.changed.Store(&ch)
+	return t, nil
 }
 
 // Start lists the cluster's keys (returning the error if that fails) and
@@ -154,9 +161,19 @@ func (t *Table) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
+// Changed returns a channel that is closed at the table's next change.
+// Unlike Subscribe it costs nothing to hold or drop, which suits a
+// short wait such as one call's: take the channel, then read the table;
+// once it is closed, take a new one and read the table again.
+func (t *Table) Changed() <-chan struct{} {
+	return *t.changed.Load()
+}
+
 // notify must be called with t.mu held.
 func (t *Table) notify() {
 	t.notes++
+	ch := make(chan struct{})
+	close(*t.changed.Swap(&ch))
 	for ch := range t.subs {
 		select {
 		case ch <- struct{}{}:

@@ -140,6 +140,7 @@ func TestTableWatchCompleteness(t *testing.T) {
 	defer tbl.Close()
 	changes, unsubscribe := tbl.Subscribe()
 	defer unsubscribe()
+	changed := tbl.Changed()
 
 	// Heavy churn while the table watches.
 	churn(direct, prefix, seed, 8, 250)
@@ -149,6 +150,15 @@ func TestTableWatchCompleteness(t *testing.T) {
 	default:
 		t.Fatal("no change notification after churn")
 	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed's channel still open after churn")
+	}
+	if next := tbl.Changed(); next == changed {
+		t.Fatal("Changed returned the closed channel again")
+	}
+	changed = tbl.Changed()
 
 	// Stop the table's member, churn, compact past the table's revision,
 	// restart it: the resumed watch fails with a compaction and the table
@@ -167,6 +177,11 @@ func TestTableWatchCompleteness(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error { return tableMatches(direct, tbl, prefix) })
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed's channel still open after the relist")
+	}
 	if tbl.Revision() <= before {
 		t.Fatalf("table revision %d did not move past %d", tbl.Revision(), before)
 	}

@@ -16,10 +16,12 @@ import (
 )
 
 // RetryPolicy says how calls are retried: exponential backoff with full
-// jitter (a random wait in [0, min(Max, Base·2^attempt)]), or longer when
-// the owner answered with a retry-after hint (an overloaded node, see
-// actors.RetryAfter), every attempt bounded by AttemptTimeout, until the
-// caller's context ends or MaxAttempts attempts were made.
+// jitter (a random wait in [0, min(Max, Base·2^n)], n the failed attempts
+// since the shard's owner last changed), cut short when the owner
+// changes, or longer when the owner answered with a retry-after hint (an
+// overloaded node, see actors.RetryAfter), every attempt bounded by
+// AttemptTimeout, until the caller's context ends or MaxAttempts attempts
+// were made.
 type RetryPolicy struct {
 	// Base is the first backoff bound. Default 5ms.
 	Base time.Duration
@@ -145,6 +147,7 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 	start := time.Now()
 	var last error
 	sent := 0 // attempts that reached a node
+	var streak failStreak
 	for attempt := 0; ; attempt++ {
 		// An entity's message is not sent while its node's lease is not
 		// valid (from.Current): it waits, without an attempt, until the
@@ -173,7 +176,8 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 		}
 		last = err
 		r.log.Debug("call attempt failed", "entity", ref, "shard", shard, "attempt", attempt, "err", err)
-		wait, more := r.policy.next(attempt, sent, err)
+		w := r.watch(shard)
+		wait, more := r.policy.next(streak.failed(w.owner, w.owned), sent, err)
 		if !more {
 			r.metrics.observeCall(ref.Kind, start, actors.ErrorToProto(last))
 			if rep != nil {
@@ -187,7 +191,6 @@ func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.S
 		}
 		env = actors.ForRetry(env)
 		// Wait for the backoff, or less if the shard's owner changes.
-		w := r.watch(shard)
 		t := time.NewTimer(wait)
 	waiting:
 		for {
@@ -256,6 +259,29 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 	default:
 		return nil, fmt.Errorf("%w: %v", errUnreachable, err)
 	}
+}
+
+// failStreak counts a call's failed attempts since its shard's owner last
+// changed, which its backoff grows with: a new owner has not been asked
+// yet, and one still taking the shard over (it holds the lock, and fences
+// before it serves) answers within a few short backoffs, where the bound
+// the earlier owner's refusals reached would make the caller sleep up to
+// RetryPolicy.Max.
+type failStreak struct {
+	n     int
+	owner placement.Owner // the owner at the last failure
+	owned bool
+}
+
+// failed records a failure while the table shows owner (owned false: no
+// owner) and returns the number of earlier failures of the streak.
+func (s *failStreak) failed(owner placement.Owner, owned bool) int {
+	if s.n > 0 && (owned != s.owned || owner != s.owner) {
+		s.n = 0
+	}
+	s.owner, s.owned = owner, owned
+	s.n++
+	return s.n - 1
 }
 
 // ownerWatch follows a shard's owner in the placement table over one wait

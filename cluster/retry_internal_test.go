@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 )
 
@@ -40,5 +41,29 @@ func TestRetryPolicyNext(t *testing.T) {
 	p.MaxAttempts = -1
 	if p.validate() == nil {
 		t.Fatal("negative MaxAttempts accepted")
+	}
+}
+
+// A call's backoff grows with its failures since the shard's owner last
+// changed: a new owner (or none, then one) starts the streak over.
+func TestFailStreakRestartsWithTheOwner(t *testing.T) {
+	a := placement.Owner{NodeID: "a", Epoch: 1}
+	b := placement.Owner{NodeID: "b", Epoch: 2}
+	var s failStreak
+	steps := []struct {
+		owner placement.Owner
+		owned bool
+		want  int
+	}{
+		{a, true, 0}, {a, true, 1}, {a, true, 2}, {a, true, 3},
+		{placement.Owner{}, false, 0}, {placement.Owner{}, false, 1},
+		{b, true, 0}, {b, true, 1},
+		{placement.Owner{NodeID: "b", Epoch: 3}, true, 0}, // b again, a new epoch
+		{a, true, 0}, {a, true, 1}, {a, true, 2},
+	}
+	for i, st := range steps {
+		if got := s.failed(st.owner, st.owned); got != st.want {
+			t.Fatalf("failure %d (owner %v, owned %v): streak %d, want %d", i, st.owner, st.owned, got, st.want)
+		}
 	}
 }

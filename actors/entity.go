@@ -166,8 +166,10 @@ type outMsg struct {
 	msg proto.Message // the payload, unencoded, for a co-located target
 	// err: the message could not be built; its continuation gets err and
 	// nothing is sent.
-	err  *Error
-	cont func(*anypb.Any, error) // nil for Send
+	err *Error
+	// cont runs the continuation of a Request (nil for a Send); it returns
+	// the error of a reply that did not decode.
+	cont func(*anypb.Any, error) error
 	// policy is the message's retry policy.
 	policy RetryPolicy
 
@@ -1362,7 +1364,7 @@ func (e *entity) activate(presume bool) error {
 // an entity of the entity's own shard (co-located, or by chance) is not
 // encoded: it is handed over in memory. The message joins the run's
 // outbox, which a failed run discards.
-func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error),
+func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error) error,
 	runMD map[string]string, opts []RequestOption) {
 	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
 	out := &outMsg{
@@ -1560,10 +1562,16 @@ func (e *entity) handleCont(m *contDone) {
 	defer e.endSpan()
 	e.begin()
 	var panicked any
+	var undecodable error
 	func() {
 		defer func() { panicked = recover() }()
-		out.cont(m.rep.GetPayload(), err)
+		undecodable = out.cont(m.rep.GetPayload(), err)
 	}()
+	if undecodable != nil {
+		// A reply that does not decode failed like an error reply: a
+		// continuation that resends the request waits for the backoff.
+		e.failed(key, out.policy, timeNow(), 0)
+	}
 	if panicked != nil {
 		e.h.log.Error("continuation panicked", "entity", e.en.ref, "panic", panicked)
 		e.rollback()

@@ -451,10 +451,11 @@ func (c *Context[S]) Send(ref Ref, msg proto.Message, requestID string, opts ...
 // (HostConfig.Retry, or WithRetry for this call). then sees one final
 // outcome: the reply, a permanent error at once (ErrHandler,
 // ErrBadRequest, ErrUnknownKind, ErrInternal), or the last retryable
-// error once the policy gave up. A continuation that sends the same
-// request again (same target and request ID) does not start over: its
-// first attempt waits for the backoff the earlier attempts reached, so a
-// resend loop never becomes a busy loop.
+// error once the policy gave up. A reply that does not decode as R is an
+// ErrBadRequest, and counts as a failed attempt. A continuation that
+// sends the same request again (same target and request ID) does not
+// start over: its first attempt waits for the backoff the earlier
+// attempts reached, so a resend loop never becomes a busy loop.
 //
 // If the entity stops before the outcome (passivation, restart,
 // failover), then never runs and retries end: durable state plus
@@ -462,7 +463,7 @@ func (c *Context[S]) Send(ref Ref, msg proto.Message, requestID string, opts ...
 func Request[S proto.Message, R proto.Message](c *Context[S], ref Ref, msg proto.Message, requestID string,
 	then func(c *Context[S], reply R, err error), opts ...RequestOption) {
 	md := c.run.md
-	c.ent.outgoing(ref, msg, requestID, func(payload *anypb.Any, err error) {
+	c.ent.outgoing(ref, msg, requestID, func(payload *anypb.Any, err error) error {
 		var zero R
 		b := c.ent.beh.(*typedBehavior[S])
 		c2 := b.context(c.ent.traced(runIn{md: md}))
@@ -472,14 +473,16 @@ func Request[S proto.Message, R proto.Message](c *Context[S], ref Ref, msg proto
 		}()
 		if err != nil {
 			then(c2, zero, err)
-			return
+			return nil
 		}
 		r := zero.ProtoReflect().New().Interface().(R)
 		if uerr := payload.UnmarshalTo(r); uerr != nil {
-			then(c2, zero, errf(ordopb.Code_CODE_BAD_REQUEST, "decoding reply to %s: %v", ref, uerr))
-			return
+			err := errf(ordopb.Code_CODE_BAD_REQUEST, "decoding reply to %s: %v", ref, uerr)
+			then(c2, zero, err)
+			return err
 		}
 		then(c2, r, nil)
+		return nil
 	}, md, opts)
 }
 

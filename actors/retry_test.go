@@ -14,6 +14,7 @@ import (
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // scriptRouter answers each attempt with answer(n, env), n counting the
@@ -248,6 +249,25 @@ func TestRetryResendLoopIsNotBusy(t *testing.T) {
 			require.Len(t, rh.out.of("loop"), 1)
 		})
 	}
+}
+
+// A reply that does not decode as the continuation's type (a handler
+// that answers with another message, a peer on another version) is a
+// failed attempt for the backoff too: the loop above that resends on it
+// waits like after an error reply, rather than resending at once, forever.
+func TestRetryResendLoopOnAnUndecodableReplyIsNotBusy(t *testing.T) {
+	policy := actors.RetryPolicy{Initial: time.Hour, Max: time.Hour, Multiplier: 2, MaxAttempts: 1}
+	wrongType, err := anypb.New(&testpb.Counter{Value: 1})
+	require.NoError(t, err)
+	rh := newRetryHarness(t, func(_ int, env *ordopb.Envelope) *ordopb.Reply {
+		return &ordopb.Reply{RequestId: env.GetRequestId(), Payload: wrongType}
+	}, true, nil, actors.WithRetry(policy))
+	rh.forward(t, "loop")
+	require.ErrorIs(t, rh.out.waitOutcome(t, "loop"), actors.ErrBadRequest)
+	_, err = actors.Call[*testpb.Value](testCtx(t), rh.host, sender, &testpb.Get{})
+	require.NoError(t, err)
+	require.Equal(t, 1, rh.router.count("loop"), "a resend after an undecodable reply did not wait for the backoff")
+	require.Len(t, rh.out.of("loop"), 1)
 }
 
 // The same loop with a short backoff goes on, one attempt per resend

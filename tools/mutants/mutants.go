@@ -346,6 +346,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/undecodable-reply-backoff",
+		Guard: "a reply that does not decode counts as a failed attempt: a resend loop on it waits for the backoff",
+		File:  "actors/entity.go",
+		Orig:  `	if undecodable != nil {`,
+		Repl:  `	if _ = undecodable; false {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/passivate-parks-calls",
 		Guard: "S4: nothing runs in an activation after its OnPassivate; a call arriving meanwhile goes to the next one",
 		File:  "actors/host.go",
@@ -591,11 +599,11 @@ var mutants = []Mutant{
 		Name:  "cluster/same-request-id",
 		Guard: "S3: a call is retried with the same request ID",
 		File:  "cluster/invoke.go",
-		Orig:  `rep, err = r.attempt(ctx, shard, env, changed)`,
+		Orig:  `rep, err = r.attempt(ctx, shard, env)`,
 		Repl: `if attempt > 0 {
 				env.RequestId = actors.NewRequestID()
 			}
-			rep, err = r.attempt(ctx, shard, env, changed)`,
+			rep, err = r.attempt(ctx, shard, env)`,
 		Pkgs: []string{"./cluster"},
 	},
 	{
@@ -611,6 +619,14 @@ var mutants = []Mutant{
 		Guard: "a call's retries are bounded by RetryPolicy.MaxAttempts, not only by its context",
 		File:  "cluster/invoke.go",
 		Orig:  `if p.MaxAttempts > 0 && sent >= p.MaxAttempts {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/backoff-restarts-with-owner",
+		Guard: "a call's backoff starts over when its shard's owner changes (handoff tail latency)",
+		File:  "cluster/invoke.go",
+		Orig:  `if s.n > 0 && (owned != s.owned || owner != s.owner) {`,
 		Repl:  `if false {`,
 		Pkgs:  []string{"./cluster"},
 	},

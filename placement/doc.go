@@ -83,7 +83,11 @@
 //
 // # Routing table
 //
-// Table lists P/ and watches it from the listed revision + 1, relisting on
-// compaction or any watch error; it needs no session, so pure clients use
-// it to route calls.
+// Table watches P/ from etcd's current revision and, once etcd has created
+// the watch, lists P/, skipping the watch's events the list already holds;
+// it does so again on compaction or any watch error. A watch from the
+// listed revision + 1 would miss nothing either, but etcd catches a watch
+// opened at a past revision up only every 100 ms, and the shards handed
+// to a starting node would stay ownerless that long. The table needs no
+// session, so pure clients use it to route calls.
 package placement

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -17,9 +18,16 @@ import (
 // the info of every registered node, read from etcd and kept current by a
 // watch. It needs no session, so a pure client can use it.
 //
-// Start lists P/ and then watches from the listed revision + 1, so no event
-// is missed; on compaction or any watch error it lists and watches again.
-// All methods are safe for concurrent use.
+// The table opens its watch first, at etcd's current revision, and lists
+// P/ once etcd has confirmed the watch: the list is at that revision or
+// later, and the watch's events up to the list's revision, which the list
+// already holds, are skipped, so no event is missed. A watch asked to
+// start at an earlier revision would be "unsynced" in etcd, which catches
+// such watches up only every 100 ms: a node whose table relisted just
+// before its peers freed the shards it is to take over would learn of it
+// up to 100 ms late, and calls to those shards would find no owner all
+// that time. On compaction or any watch error the table watches and lists
+// again. All methods are safe for concurrent use.
 type Table struct {
 	client *clientv3.Client
 	keys   Keys
@@ -66,28 +74,31 @@ func NewTable(client *clientv3.Client, prefix string, logger *slog.Logger) (*Tab
 	return t, nil
 }
 
-// Start lists the cluster's keys (returning the error if that fails) and
-// then keeps the table current in a goroutine until Close or until ctx
-// ends. Calling Start twice fails with ErrStarted.
+// Start opens the table's watch and lists the cluster's keys (returning
+// the error if either fails), then keeps the table current in a goroutine
+// until Close or until ctx ends. Calling Start twice fails with ErrStarted.
 func (t *Table) Start(ctx context.Context) error {
 	return t.start(ctx, ctx)
 }
 
-// start lists under listCtx and watches under runCtx.
+// start waits for the watch and lists under listCtx, and watches under
+// runCtx.
 func (t *Table) start(listCtx, runCtx context.Context) error {
 	started := false
 	t.startOnce.Do(func() { started = true })
 	if !started {
 		return ErrStarted
 	}
-	if err := t.relist(listCtx); err != nil {
+	wctx, cancel := context.WithCancel(runCtx)
+	w, err := t.resync(listCtx, wctx)
+	if err != nil {
+		cancel()
 		t.cancel = func() {}
 		close(t.exited)
 		return err
 	}
-	wctx, cancel := context.WithCancel(runCtx)
 	t.cancel = cancel
-	go t.run(wctx)
+	go t.run(wctx, w)
 	return nil
 }
 
@@ -233,18 +244,54 @@ func (t *Table) applyDelete(shards map[uint32]Owner, nodes map[string]NodeInfo, 
 	return false
 }
 
-func (t *Table) run(ctx context.Context) {
+// tableWatch is an open watch of the table's range.
+type tableWatch struct {
+	ch     clientv3.WatchChan
+	cancel context.CancelFunc
+}
+
+// resync opens a watch of the table's range at etcd's current revision,
+// waits (under waitCtx) until etcd has created it, and then lists the
+// range: the table then holds the list, and the watch's events from the
+// list's revision on apply to it. The watch lives under runCtx.
+func (t *Table) resync(waitCtx, runCtx context.Context) (tableWatch, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(runCtx))
+	start, end := t.keys.tableRange()
+	ch := t.client.Watch(wctx, start, clientv3.WithRange(end), clientv3.WithCreatedNotify())
+	select {
+	case resp, ok := <-ch:
+		if !ok || resp.Canceled || resp.Err() != nil || !resp.Created {
+			cancel()
+			err := resp.Err()
+			if err == nil {
+				err = errors.New("watch closed before it was created")
+			}
+			return tableWatch{}, fmt.Errorf("placement: watch %s: %w", t.keys.Root(), err)
+		}
+	case <-waitCtx.Done():
+		cancel()
+		return tableWatch{}, fmt.Errorf("placement: watch %s: %w", t.keys.Root(), waitCtx.Err())
+	}
+	if err := t.relist(waitCtx); err != nil {
+		cancel()
+		return tableWatch{}, err
+	}
+	return tableWatch{ch: ch, cancel: cancel}, nil
+}
+
+func (t *Table) run(ctx context.Context, w tableWatch) {
 	defer close(t.exited)
 	for {
-		t.watch(ctx)
-		// The watch ended: relist, then watch again from the new revision.
+		t.watch(w)
+		w.cancel()
+		// The watch ended: watch and list again.
 		backoff := t.retry
 		for {
 			if ctx.Err() != nil {
 				return
 			}
-			err := t.relist(ctx)
-			if err == nil {
+			var err error
+			if w, err = t.resync(ctx, ctx); err == nil {
 				break
 			}
 			t.log.Debug("placement: relist failed", "err", err)
@@ -258,13 +305,10 @@ func (t *Table) run(ctx context.Context) {
 	}
 }
 
-// watch applies events until the watch fails or ctx ends.
-func (t *Table) watch(ctx context.Context) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	start, end := t.keys.tableRange()
-	wch := t.client.Watch(wctx, start, clientv3.WithRange(end), clientv3.WithRev(t.Revision()+1))
-	for resp := range wch {
+// watch applies w's events newer than the table until the watch fails or
+// its context ends.
+func (t *Table) watch(w tableWatch) {
+	for resp := range w.ch {
 		if resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
 			t.log.Debug("placement: watch ended", "err", resp.Err(), "compacted", resp.CompactRevision)
 			return
@@ -275,6 +319,9 @@ func (t *Table) watch(ctx context.Context) {
 		t.mu.Lock()
 		changed := false
 		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision <= t.rev {
+				continue // the list holds it
+			}
 			key := string(ev.Kv.Key)
 			if ev.Type == mvccpb.DELETE {
 				changed = t.applyDelete(t.shards, t.nodes, key) || changed

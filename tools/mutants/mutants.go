@@ -658,6 +658,22 @@ var mutants = []Mutant{
 		Repl:  `nd := monoNow() + int64(time.Duration(resp.TTL)*time.Second-s.margin)`,
 		Pkgs:  []string{"./placement"},
 	},
+	{
+		Name:  "placement/table-watch-current",
+		Guard: "the routing table's watch starts at etcd's current revision (a past one is caught up only every 100 ms: handoff latency)",
+		File:  "placement/table.go",
+		Orig:  `clientv3.WithRange(end), clientv3.WithCreatedNotify())`,
+		Repl:  `clientv3.WithRange(end), clientv3.WithCreatedNotify(), clientv3.WithRev(t.Revision()+1))`,
+		Pkgs:  []string{"./placement"},
+	},
+	{
+		Name:  "placement/table-skips-listed-events",
+		Guard: "the routing table applies no watch event its list already holds (it never goes back to an older owner)",
+		File:  "placement/table.go",
+		Orig:  `if ev.Kv.ModRevision <= t.rev {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./placement"},
+	},
 
 	// ---- persistence ----
 	{

@@ -95,6 +95,11 @@ func startMembership(cfg Config, meta nodeMeta, logger *slog.Logger) (*membershi
 		mc.ProbeTimeout = 250 * time.Millisecond
 		mc.SuspicionMult = 3
 	}
+	// memberlist would compress every packet with a new LZW writer (72 KB
+	// of tables): gossip packets are a few hundred bytes, and compressing
+	// them was most of an idle node's allocations. Peers read compressed
+	// and plain packets alike.
+	mc.EnableCompression = false
 	m.gossipInterval = mc.GossipInterval
 	mc.Name = meta.ID
 	mc.BindAddr = host

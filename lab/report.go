@@ -366,15 +366,18 @@ func WriteChart(path string, rep Report) error {
 	}
 	// With several rounds, a bar shows the round of median throughput, and
 	// a violation bar the worst round.
+	// Each bar is labelled with its value: a panel of zeros (no
+	// violation) then reads as such, not as missing bars.
 	panels := []struct {
 		title, ylabel string
 		value         func(Result) float64
-		worst         bool
+		worst         bool   // the worst round's value (violations)
+		format        string // of the bars' labels
 	}{
-		{"throughput", "acknowledged transfers/s", func(r Result) float64 { return r.Throughput }, false},
-		{"machine CPU per transfer", "CPU-seconds per 1,000 transfers", func(r Result) float64 { return r.CPUPer1000 }, false},
-		{"exactly-once violations", "accounts off", func(r Result) float64 { return float64(r.AccountsOff) }, true},
-		{"money lost or created", "missing + extra", func(r Result) float64 { return float64(r.Missing + r.Extra) }, true},
+		{"throughput", "acknowledged transfers/s", func(r Result) float64 { return r.Throughput }, false, "%.0f"},
+		{"machine CPU per transfer", "CPU-seconds per 1,000 transfers", func(r Result) float64 { return r.CPUPer1000 }, false, "%.2f"},
+		{"exactly-once violations", "accounts off", func(r Result) float64 { return float64(r.AccountsOff) }, true, "%.0f"},
+		{"money lost or created", "missing + extra", func(r Result) float64 { return float64(r.Missing + r.Extra) }, true, "%.0f"},
 	}
 	n := len(rep.Concurrencies)
 	width := vg.Points(min(48, 96/float64(max(n, 1))))
@@ -408,11 +411,34 @@ func WriteChart(path string, rep Report) error {
 			bars.Offset = width * vg.Length(2*i-n+1) / 2
 			p.Add(bars)
 			p.Legend.Add(fmt.Sprintf("concurrency %d", c), bars)
+			vals := plotter.XYLabels{XYs: make(plotter.XYs, len(v)), Labels: make([]string, len(v))}
+			for j := range v {
+				vals.XYs[j] = plotter.XY{X: float64(j), Y: v[j]}
+				vals.Labels[j] = fmt.Sprintf(pn.format, v[j])
+			}
+			labels, err := plotter.NewLabels(vals)
+			if err != nil {
+				return err
+			}
+			for k := range labels.TextStyle {
+				labels.TextStyle[k].XAlign = draw.XCenter
+				labels.TextStyle[k].Font.Size = vg.Points(8)
+			}
+			labels.Offset = vg.Point{X: bars.Offset, Y: vg.Points(2)}
+			p.Add(labels)
 		}
 		p.Legend.Top = true
-		// Headroom above the tallest bar for the legend; a panel of zeros
-		// (no violation) still shows 0 at the bottom.
-		p.Y.Min, p.Y.Max = 0, max(1, top*1.25)
+		// Headroom above the tallest bar for its label and the legend; a
+		// panel of zeros (no violation) still shows 0 at the bottom.
+		p.Y.Min, p.Y.Max = 0, max(1, top*1.3)
+		if pn.worst && top <= 4 {
+			// Counts: whole ticks only.
+			var ticks plot.ConstantTicks
+			for k := 0.0; k <= p.Y.Max; k++ {
+				ticks = append(ticks, plot.Tick{Value: k, Label: fmt.Sprintf("%.0f", k)})
+			}
+			p.Y.Tick.Marker = ticks
+		}
 		p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
 		p.NominalX(names...)
 		p.X.Tick.Label.Rotation = 0.5

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster/clustertest"
@@ -182,22 +183,41 @@ func (a *Approach) Cluster() *clustertest.Cluster { return a.cl }
 // Pauses returns how many node pauses the approach has made.
 func (a *Approach) Pauses() int64 { return a.pauses.Load() }
 
+// Unsettled returns how many transfers whose client gave up Balances has
+// not yet seen settle.
+func (a *Approach) Unsettled() int {
+	n := 0
+	a.unsettled.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
 // Balances implements lab.Approach. It first waits (within ctx) for the
 // sagas of transfers whose client gave up, so that the balances it reads
-// are not caught between a debit and its credit.
+// are not caught between a debit and its credit: up to a.workers at once.
 func (a *Approach) Balances(ctx context.Context) ([]int64, error) {
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	var g errgroup.Group
+	g.SetLimit(a.workers)
 	a.unsettled.Range(func(k, v any) bool {
 		id, t := k.(string), v.(transfer)
-		// Submitting again waits for the saga's outcome; it never applies
-		// the transfer twice.
-		if _, err := ledger.SubmitAndWait(ctx, a.cl.Client(), id, t.from, t.to, t.amount); err != nil {
-			errs = append(errs, err)
-			return ctx.Err() == nil
-		}
-		a.unsettled.Delete(id)
-		return true
+		g.Go(func() error {
+			// Submitting again waits for the saga's outcome; it never
+			// applies the transfer twice.
+			if _, err := ledger.SubmitAndWait(ctx, a.cl.Client(), id, t.from, t.to, t.amount); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return nil
+			}
+			a.unsettled.Delete(id)
+			return nil
+		})
+		return ctx.Err() == nil
 	})
+	_ = g.Wait() // every error is in errs
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ordo: waiting for unfinished transfers: %w", err)
 	}

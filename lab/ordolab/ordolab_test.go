@@ -128,3 +128,56 @@ func TestApproachOnPostgresReportsWAL(t *testing.T) {
 	}
 	t.Logf("ordo-pg: %d ok, %.0f/s, %.0f B of WAL per transfer", r.OK, r.Throughput, r.WALPerTransfer)
 }
+
+// Transfers whose client gave up are settled by Balances, several at once,
+// each exactly once: the balances it reads conserve money and reflect
+// every one of them.
+func TestBalancesSettlesTransfersWhoseClientGaveUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := ordolab.Builder("ordo-mem", "memory").New(ctx, lab.Settings{TTL: time.Second, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const accounts, initial, n = 8, 1000, 60
+	if err := a.Setup(ctx, accounts, initial); err != nil {
+		t.Fatal(err)
+	}
+	ap := a.(*ordolab.Approach)
+	// A client that gives up before its call leaves: the transfer's
+	// outcome is unknown to it.
+	gone, giveUp := context.WithCancel(ctx)
+	giveUp()
+	for i := range n {
+		if err := a.Transfer(gone, i%2, 2+i%(accounts-2), 1); err == nil {
+			t.Fatalf("transfer %d succeeded with a canceled context", i)
+		}
+	}
+	if got := ap.Unsettled(); got != n {
+		t.Fatalf("%d unsettled transfers, want %d", got, n)
+	}
+	bal, err := a.Balances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ap.Unsettled(); got != 0 {
+		t.Fatalf("%d transfers still unsettled after Balances", got)
+	}
+	// Accounts 0 and 1 each sent n/2 transfers of 1, which the other
+	// accounts received in turn.
+	var sum int64
+	for i, b := range bal {
+		sum += b
+		want := int64(initial + n/(accounts-2))
+		if i < 2 {
+			want = initial - n/2
+		}
+		if b != want {
+			t.Errorf("account %d: balance %d, want %d (each transfer applied exactly once)", i, b, want)
+		}
+	}
+	if sum != accounts*initial {
+		t.Fatalf("total %d, want %d", sum, accounts*initial)
+	}
+}

@@ -24,16 +24,7 @@ import (
 func TestTableIgnoresOtherKeysUnderThePrefix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := embeddedEtcd(t)()
 	const prefix = "/ordo/tbl"
 	table, err := NewTable(cli, prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -167,19 +158,7 @@ func (w *recordingWatcher) endWatch() {
 func TestTableWatchesFromTheCurrentRevisionAndListsAfter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	newClient := func() *clientv3.Client {
-		c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	newClient := embeddedEtcd(t)
 	direct, cli := newClient(), newClient()
 	const prefix = "/ordo/tbl"
 	keys, _ := NewKeys(prefix)
@@ -268,4 +247,26 @@ func TestTableWatchesFromTheCurrentRevisionAndListsAfter(t *testing.T) {
 		return nil
 	})
 	check(2, 5) // and shard 2's write, the new list, the node entry
+}
+
+// embeddedEtcd starts an etcd server for the test and returns a function
+// that opens a client of it; both close at the test's end.
+func embeddedEtcd(t *testing.T) func() *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return func() *clientv3.Client {
+		t.Helper()
+		c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
 }

@@ -26,14 +26,7 @@ func TestTableIgnoresOtherKeysUnderThePrefix(t *testing.T) {
 	defer cancel()
 	cli := embeddedEtcd(t)()
 	const prefix = "/ordo/tbl"
-	table, err := NewTable(cli, prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := table.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer table.Close()
+	table := startTable(ctx, t, cli, prefix)
 	before := table.notifications()
 	for i := 0; i < 50; i++ {
 		if _, err := cli.Put(ctx, fmt.Sprintf("%s/store/counter/e%d", prefix, i), "state"); err != nil {
@@ -180,14 +173,7 @@ func TestTableWatchesFromTheCurrentRevisionAndListsAfter(t *testing.T) {
 		}
 	}}
 	cli.Watcher = w
-	table, err := NewTable(cli, prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := table.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer table.Close()
+	table := startTable(ctx, t, cli, prefix)
 
 	// check runs after the table's watches-th watch and list: it expects
 	// notes notifications in all by then (one per list, one per change
@@ -269,4 +255,18 @@ func embeddedEtcd(t *testing.T) func() *clientv3.Client {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+}
+
+// startTable starts a table of prefix on cli, closed at the test's end.
+func startTable(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) *Table {
+	t.Helper()
+	table, err := NewTable(cli, prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := table.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(table.Close)
+	return table
 }

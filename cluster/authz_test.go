@@ -54,6 +54,7 @@ func lastVaultCaller(t *testing.T, id string) actors.Caller {
 // entity on another node (node certificate) is served, and the handler
 // sees that entity; a client's public call shows the client's name.
 func TestInternalMessagesOverTLS(t *testing.T) {
+	vaultCallers.Clear() // a vault of an earlier run (-count) is not this run's
 	e := newEnv(t, nil, 16)
 	n1 := e.startKinds(e.config("n1"), vaultKind, forwarderKind)
 	n2 := e.startKinds(e.config("n2"), vaultKind, forwarderKind)

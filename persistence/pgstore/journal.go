@@ -218,13 +218,23 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 // outcome; an error means the statement failed and outcome is to be
 // ignored.
 func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uint32]error) error {
-	rows, err := s.pool.Query(ctx, s.journalSaveSQL[b.variant], int64s(b.shards), int64s(b.epochs),
-		texts(b.kinds), texts(b.ids), int64s(b.recShards), int64s(b.recEpochs), blobs(b.datas),
-		int64s(b.firsts), int64s(b.lasts), int64s(b.dels),
-		int64s(b.evRecs), int64s(b.evSeqs), blobs(b.evDatas), int64s(b.dues), bools(b.creates))
-	if err != nil {
-		return err
-	}
+	p := getParams()
+	defer p.release()
+	p.int8s(b.shards)
+	p.int8s(b.epochs)
+	p.texts(b.kinds)
+	p.texts(b.ids)
+	p.int8s(b.recShards)
+	p.int8s(b.recEpochs)
+	p.byteas(b.datas)
+	p.int8s(b.firsts)
+	p.int8s(b.lasts)
+	p.int8s(b.dels)
+	p.int8s(b.evRecs)
+	p.int8s(b.evSeqs)
+	p.byteas(b.evDatas)
+	p.int8s(b.dues)
+	p.bools(b.creates)
 	type result struct {
 		fence               *int64
 		badKind, badID      *string
@@ -232,21 +242,27 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 		dupKind, dupID      *string
 	}
 	got := make(map[uint32]result, len(b.want))
-	var written, inserted, advanced, deleted int64
-	for rows.Next() {
+	var written, inserted, advanced, deleted *int64
+	err := s.exec(ctx, s.journalSaveSQL[b.variant], p, func(row [][]byte) error {
 		var (
-			shard int64
+			shard *int64
 			res   result
 		)
-		if err := rows.Scan(&shard, &res.fence, &res.badKind, &res.badID, &res.badFirst, &res.badStored, &res.dupKind, &res.dupID,
+		if err := cols(row, &shard, &res.fence, &res.badKind, &res.badID, &res.badFirst, &res.badStored, &res.dupKind, &res.dupID,
 			&written, &inserted, &advanced, &deleted); err != nil {
-			rows.Close()
 			return err
 		}
-		got[uint32(shard)] = res
-	}
-	if err := rows.Err(); err != nil {
+		if shard == nil {
+			return errors.New("row without a shard")
+		}
+		got[uint32(*shard)] = res
+		return nil
+	})
+	if err != nil {
 		return err
+	}
+	if written == nil || inserted == nil || advanced == nil {
+		return errors.New("no counts in the result")
 	}
 	var wantWritten, wantInserted, wantAdvanced int64
 	for sh, epoch := range b.want {
@@ -278,9 +294,9 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 	}
 	// The statement wrote exactly the records and events of the shards it
 	// reports as written; anything else means the result cannot be trusted.
-	if written != wantWritten || inserted != wantInserted || advanced != wantAdvanced {
+	if *written != wantWritten || *inserted != wantInserted || *advanced != wantAdvanced {
 		return fmt.Errorf("statement wrote %d records, %d events, %d positions; expected %d, %d, %d",
-			written, inserted, advanced, wantWritten, wantInserted, wantAdvanced)
+			*written, *inserted, *advanced, wantWritten, wantInserted, wantAdvanced)
 	}
 	return nil
 }

@@ -411,29 +411,41 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		}
 		return outcome, nil
 	}
-	rows, err := s.pool.Query(ctx, s.saveSQL[variantOf(recs)], int64s(shards), int64s(epochs), texts(kinds), texts(ids),
-		int64s(recShards), int64s(recEpochs), blobs(datas), int64s(dues), bools(creates))
-	if err != nil {
-		return failAll(err)
-	}
+	p := getParams()
+	defer p.release()
+	p.int8s(shards)
+	p.int8s(epochs)
+	p.texts(kinds)
+	p.texts(ids)
+	p.int8s(recShards)
+	p.int8s(recEpochs)
+	p.byteas(datas)
+	p.int8s(dues)
+	p.bools(creates)
 	type result struct {
 		fence          *int64
 		dupKind, dupID *string
 	}
 	got := make(map[uint32]result, len(want))
-	var written int64 // rows the statement upserted
-	for rows.Next() {
+	var written *int64 // rows the statement upserted
+	err := s.exec(ctx, s.saveSQL[variantOf(recs)], p, func(row [][]byte) error {
 		var (
-			shard int64
+			shard *int64
 			res   result
 		)
-		if err := rows.Scan(&shard, &res.fence, &res.dupKind, &res.dupID, &written); err != nil {
-			rows.Close()
-			return failAll(err)
+		if err := cols(row, &shard, &res.fence, &res.dupKind, &res.dupID, &written); err != nil {
+			return err
 		}
-		got[uint32(shard)] = res
+		if shard == nil {
+			return errors.New("row without a shard")
+		}
+		got[uint32(*shard)] = res
+		return nil
+	})
+	if err == nil && written == nil {
+		err = errors.New("no count in the result")
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return failAll(err)
 	}
 	for sh, epoch := range want {
@@ -459,8 +471,8 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 			expect++
 		}
 	}
-	if written != expect {
-		return failAll(fmt.Errorf("statement wrote %d records, expected %d", written, expect))
+	if *written != expect {
+		return failAll(fmt.Errorf("statement wrote %d records, expected %d", *written, expect))
 	}
 	return outcome, nil
 }

@@ -74,17 +74,22 @@ func TestLoaderCoalescesReads(t *testing.T) {
 		rec, err := l.load(ctx, "k", id)
 		results <- result{id, string(rec.Data), err}
 	}
-	// Two reads take the slots and wait at the gate.
+	// Two reads take the slots and wait at the gate, one after the other:
+	// started together, the first to drain could take both in one read.
+	atGate := func(n int) {
+		testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if g.waiting < n {
+				return fmt.Errorf("%d reads at the gate, want %d", g.waiting, n)
+			}
+			return nil
+		})
+	}
 	go get("0")
+	atGate(1)
 	go get("1")
-	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.waiting < maxLoadsInFlight {
-			return fmt.Errorf("%d reads at the gate", g.waiting)
-		}
-		return nil
-	})
+	atGate(maxLoadsInFlight)
 	// 40 more queue behind them, ID 7 twice.
 	for i := 2; i < 41; i++ {
 		go get(fmt.Sprint(i))

@@ -413,6 +413,7 @@ func (b *batcher) run(parent context.Context) {
 	defer cancel()
 	q := newQueue(b, ctx)
 	defer q.stopTimers()
+	defer q.stopSavers() // after shutdown: no Save is in flight
 	for {
 		q.flushReady()
 		select {
@@ -446,6 +447,8 @@ type queue struct {
 	inflight  map[int][]*pending // Saves in flight, by batch ID
 	nextBatch int
 	sending   map[Ref]bool // entities with a write in flight
+	jobs      chan saveJob // to the savers; never full: at most BatchMaxInFlight in flight
+	savers    sync.WaitGroup
 	results   chan saveResult
 
 	// stalled: every queued write belongs to an entity with a write in
@@ -465,14 +468,28 @@ type queue struct {
 	lingerC     <-chan time.Time // a write waiting for co-located writes may go
 }
 
+// newQueue returns the queue of b's goroutine, with its BatchMaxInFlight
+// savers started: they run the Saves, and live as long as the queue, so
+// a Save neither starts a goroutine nor grows a new one's stack.
 func newQueue(b *batcher, ctx context.Context) *queue {
-	return &queue{b: b, ctx: ctx,
+	q := &queue{b: b, ctx: ctx,
 		queued:   make(map[Ref]*pending),
 		inflight: make(map[int][]*pending),
 		sending:  make(map[Ref]bool),
+		jobs:     make(chan saveJob, b.maxInFlight),
 		results:  make(chan saveResult, b.maxInFlight),
 		poisoned: make(map[Ref]poison),
 	}
+	for range b.maxInFlight {
+		q.savers.Go(func() { b.saver(ctx, q.jobs, q.results) })
+	}
+	return q
+}
+
+// stopSavers ends the savers once they have run the Saves sent to them.
+func (q *queue) stopSavers() {
+	close(q.jobs)
+	q.savers.Wait()
 }
 
 func (q *queue) stopTimers() {
@@ -888,15 +905,27 @@ func (q *queue) send(batch []*pending) {
 	if b.onBatch != nil {
 		b.onBatch(len(recs))
 	}
-	ctx, results := q.ctx, q.results
-	go func() {
+	q.jobs <- saveJob{id: id, batch: batch, recs: recs}
+}
+
+// saveJob is a Save for a saver to run.
+type saveJob struct {
+	id    int
+	batch []*pending
+	recs  []persistence.Record
+}
+
+// saver runs the Saves of jobs, one at a time, each bounded by
+// StoreTimeout, and sends their results, until jobs is closed.
+func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, results chan<- saveResult) {
+	for job := range jobs {
 		sctx, cancel := context.WithTimeout(ctx, b.timeout)
-		defer cancel()
-		sctx, span := b.startSave(sctx, batch)
-		outcome, err := b.store.Save(sctx, recs)
+		sctx, span := b.startSave(sctx, job.batch)
+		outcome, err := b.store.Save(sctx, job.recs)
 		endSave(span, outcome, err)
-		results <- saveResult{id: id, batch: batch, outcome: outcome, err: err}
-	}()
+		cancel()
+		results <- saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err}
+	}
 }
 
 // settle takes the outcome of a Save: each write's entity learns it, a

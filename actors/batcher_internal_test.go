@@ -21,6 +21,7 @@ func testQueue(t *testing.T) (*queue, func(id string) *entry) {
 		t.Fatal(err)
 	}
 	q := newQueue(newBatcher(store, DefaultLocalConfig(), nil), ctx)
+	t.Cleanup(q.stopSavers)
 	sh := &shardState{id: 0, epoch: 1}
 	return q, func(id string) *entry { return &entry{ref: Ref{Kind: "k", ID: id}, shard: sh} }
 }

@@ -3,9 +3,15 @@ package pgstore
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 )
 
 // TestParamsEncodeAsPgx checks that the Save statements' parameters, as
@@ -207,4 +213,64 @@ func FuzzParamsDecodeAsSent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// exec, against PostgreSQL: parameters of other types than the statement
+// declares are refused before anything is sent, with an error naming
+// both; a statement PostgreSQL refuses comes back as its *pgconn.PgError;
+// and the connection serves the next statement either way.
+func TestExecChecksParameterTypes(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	cfg := Config{URL: url, Schema: schema, MaxConns: 1} // one connection: every exec reuses it
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const sql = `SELECT x, y FROM unnest($1::bigint[], $2::text[]) AS r(x, y) ORDER BY x`
+	run := func(add func(*params)) ([][2]string, error) {
+		p := getParams()
+		defer p.release()
+		add(p)
+		var rows [][2]string
+		err := s.exec(ctx, sql, p, func(row [][]byte) error {
+			var x *int64
+			var y *string
+			if err := cols(row, &x, &y); err != nil {
+				return err
+			}
+			rows = append(rows, [2]string{fmt.Sprint(*x), *y})
+			return nil
+		})
+		return rows, err
+	}
+
+	_, err = run(func(p *params) { p.texts([]string{"a"}); p.texts([]string{"b"}) })
+	if err == nil || !strings.Contains(err.Error(), "parameters of types") {
+		t.Fatalf("text[] for a bigint[] parameter: %v, want the types refused", err)
+	}
+	_, err = run(func(p *params) { p.int8s([]int64{1}) })
+	if err == nil || !strings.Contains(err.Error(), "parameters of types") {
+		t.Fatalf("one parameter of two: %v, want the types refused", err)
+	}
+	_, err = run(func(p *params) { p.int8s([]int64{1, 1}); p.texts([]string{"a", "b"}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := getParams()
+	p.int8s([]int64{0})
+	err = s.exec(ctx, `SELECT 1/x FROM unnest($1::bigint[]) AS r(x)`, p, func([][]byte) error { return nil })
+	p.release()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22012" {
+		t.Fatalf("division by zero: %v, want a *pgconn.PgError 22012", err)
+	}
+	rows, err := run(func(p *params) { p.int8s([]int64{2, -1}); p.texts([]string{"two", "ü"}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][2]string{{"-1", "ü"}, {"2", "two"}}; fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("rows %v, want %v", rows, want)
+	}
 }

@@ -200,6 +200,23 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "pgstore/params-types-checked",
+		Guard: "a Save's encoded parameters are refused, before anything is sent, unless they have the types its statement declares",
+		File:  "persistence/pgstore/params.go",
+		Orig:  `	if !slices.Equal(p.oids, sd.ParamOIDs) {`,
+		Repl:  `	if slices.Equal(p.oids, nil) && false {`,
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
+		Name:  "pgstore/params-bytea-nulls",
+		Guard: "a bytea[] parameter with NULL elements says so in its header, as PostgreSQL's array_recv expects",
+		File:  "persistence/pgstore/params.go",
+		Orig:  `		binary.BigEndian.PutUint32(p.buf[start+4:], 1)`,
+		Repl:  `		_ = start`,
+		Pkgs:  []string{"./persistence/pgstore"},
+	},
+	{
 		Name:  "etcdstore/create-refused",
 		Guard: "S3: etcd refuses a record written as new when the entity is stored",
 		File:  "persistence/etcdstore/etcd.go",

@@ -30,20 +30,25 @@ func entityKey(prefix, kind, id string) string {
 }
 
 // encodeRecord encodes r's shard, epoch, due time and data as a stored
-// value.
-func encodeRecord(r *persistence.Record) []byte {
-	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(r.Data))
+// value, in one allocation.
+func encodeRecord(r *persistence.Record) string {
+	var head [1 + 3*binary.MaxVarintLen64]byte
+	h := head[:0]
 	if r.Due == 0 {
-		b = append(b, recordVersion)
+		h = append(h, recordVersion)
 	} else {
-		b = append(b, recordVersionDue)
+		h = append(h, recordVersionDue)
 	}
-	b = binary.AppendUvarint(b, uint64(r.Shard))
-	b = binary.AppendUvarint(b, uint64(r.Epoch))
+	h = binary.AppendUvarint(h, uint64(r.Shard))
+	h = binary.AppendUvarint(h, uint64(r.Epoch))
 	if r.Due != 0 {
-		b = binary.AppendUvarint(b, uint64(r.Due))
+		h = binary.AppendUvarint(h, uint64(r.Due))
 	}
-	return append(b, r.Data...)
+	var b strings.Builder
+	b.Grow(len(h) + len(r.Data))
+	b.Write(h)
+	b.Write(r.Data)
+	return b.String()
 }
 
 // decodeRecord decodes a stored value into shard, epoch, due time and
@@ -168,10 +173,25 @@ func journalEntityPrefix(prefix, kind, id string) string {
 	return journalKindPrefix(prefix, kind) + id + "\x00"
 }
 
-func formatSeq(seq uint64) string { return fmt.Sprintf("%0*d", seqDigits, seq) }
+// formatSeq formats seq in seqDigits decimal digits, zero-padded.
+func formatSeq(seq uint64) string {
+	d := seqDigitsOf(seq)
+	return string(d[:])
+}
+
+func seqDigitsOf(seq uint64) [seqDigits]byte {
+	var d [seqDigits]byte
+	for i := len(d) - 1; i >= 0; i-- {
+		d[i] = byte('0' + seq%10)
+		seq /= 10
+	}
+	return d
+}
 
 func eventKey(prefix, kind, id string, seq uint64) string {
-	return journalEntityPrefix(prefix, kind, id) + formatSeq(seq)
+	// One concatenation: journalEntityPrefix(prefix, kind, id) + formatSeq(seq).
+	d := seqDigitsOf(seq)
+	return prefix + "journal/" + url.PathEscape(kind) + "/" + id + "\x00" + string(d[:])
 }
 
 // parseEventKey splits the part of an event key after its kind's prefix
@@ -197,7 +217,11 @@ func parseEventKey(rest string) (id string, seq uint64, err error) {
 // encodeEvent encodes an event's data as a stored value: a version byte,
 // then the data.
 func encodeEvent(data []byte) string {
-	return string(append([]byte{eventVersion}, data...))
+	var b strings.Builder
+	b.Grow(1 + len(data))
+	b.WriteByte(eventVersion)
+	b.Write(data)
+	return b.String()
 }
 
 // decodeEvent returns the data of a stored event, as a new slice.

@@ -1,8 +1,8 @@
 package etcdstore
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,9 +10,9 @@ import (
 )
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeRecord(&persistence.Record{Shard: 1, Epoch: 1, Data: []byte("x")}))
-	f.Add(encodeRecord(&persistence.Record{Shard: ^uint32(0), Epoch: 1<<63 - 1, Data: nil}))
-	f.Add(encodeRecord(&persistence.Record{Shard: 7, Epoch: 2, Due: 1<<63 - 1, Data: []byte("x")}))
+	f.Add([]byte(encodeRecord(&persistence.Record{Shard: 1, Epoch: 1, Data: []byte("x")})))
+	f.Add([]byte(encodeRecord(&persistence.Record{Shard: ^uint32(0), Epoch: 1<<63 - 1, Data: nil})))
+	f.Add([]byte(encodeRecord(&persistence.Record{Shard: 7, Epoch: 2, Due: 1<<63 - 1, Data: []byte("x")})))
 	f.Add([]byte{1, 0x80, 0x00, 1})
 	f.Add([]byte{2, 1, 1, 0})
 	f.Add([]byte{})
@@ -26,7 +26,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// Only canonical encodings decode, so encoding is the exact inverse.
 		again := encodeRecord(&persistence.Record{Shard: shard, Epoch: epoch, Due: due, Data: data})
-		if !bytes.Equal(again, b) {
+		if again != string(b) {
 			t.Fatalf("%x decodes to (%d, %d, %d, %x), which encodes to %x", b, shard, epoch, due, data, again)
 		}
 	})
@@ -77,6 +77,10 @@ func FuzzEventKey(f *testing.F) {
 			return
 		}
 		key := eventKey("/p/", k1, i1, seq)
+		// The spelling of stored keys never changes.
+		if want := journalEntityPrefix("/p/", k1, i1) + fmt.Sprintf("%020d", seq); key != want {
+			t.Fatalf("eventKey = %q, want %q", key, want)
+		}
 		in := func(key, prefix string) bool { return strings.HasPrefix(key, prefix) }
 		if !in(key, journalEntityPrefix("/p/", k1, i1)) || !in(key, journalKindPrefix("/p/", k1)) {
 			t.Fatalf("%q outside its own ranges", key)
@@ -96,6 +100,31 @@ func FuzzEventKey(f *testing.F) {
 			t.Fatalf("seq %d does not sort before %d", seq-1, seq)
 		}
 	})
+}
+
+// TestStoredSpellings pins the bytes of stored values and key parts: a
+// store written by one version is read by the next.
+func TestStoredSpellings(t *testing.T) {
+	for _, seq := range []uint64{0, 1, 9, 10, 12345, persistence.MaxSeq, 1<<64 - 1} {
+		if got, want := formatSeq(seq), fmt.Sprintf("%020d", seq); got != want {
+			t.Errorf("formatSeq(%d) = %q, want %q", seq, got, want)
+		}
+	}
+	for _, c := range []struct {
+		r    persistence.Record
+		want string
+	}{
+		{persistence.Record{Shard: 1, Epoch: 1, Data: []byte("x")}, "\x01\x01\x01x"},
+		{persistence.Record{Shard: 300, Epoch: 2, Due: 5, Data: []byte("ab")}, "\x02\xac\x02\x02\x05ab"},
+		{persistence.Record{Shard: 0, Epoch: 1}, "\x01\x00\x01"},
+	} {
+		if got := encodeRecord(&c.r); got != c.want {
+			t.Errorf("encodeRecord(shard %d, epoch %d, due %d, %q) = %q, want %q", c.r.Shard, c.r.Epoch, c.r.Due, c.r.Data, got, c.want)
+		}
+	}
+	if got, want := encodeEvent([]byte("ev")), "\x01ev"; got != want {
+		t.Errorf("encodeEvent = %q, want %q", got, want)
+	}
 }
 
 func FuzzParseEventKey(f *testing.F) {
@@ -148,4 +177,19 @@ func FuzzDecodeOffset(f *testing.F) {
 			t.Fatalf("%q decodes to %+v, which encodes to %q", b, p, encodeOffset(p))
 		}
 	})
+}
+
+func TestPutWhatNamesThePut(t *testing.T) {
+	for _, c := range []struct {
+		w    putWhat
+		want string
+	}{
+		{putWhat{what: "record", kind: "k", id: "a/b"}, "record k/a/b"},
+		{putWhat{what: "event", kind: "k", id: "a", seq: 7}, "event 7 of k/a"},
+		{putWhat{what: "reminder index entry of", kind: "k", id: "a"}, "reminder index entry of k/a"},
+	} {
+		if got := fmt.Sprintf("put %s", c.w); got != "put "+c.want {
+			t.Errorf("%+v formats as %q, want %q", c.w, got, c.want)
+		}
+	}
 }

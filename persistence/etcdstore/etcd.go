@@ -241,8 +241,23 @@ type group struct {
 	guard int            // estimated bytes of the group's If and Else parts
 	size  int            // estimated bytes in a transaction, guard included
 
-	tooBig    int    // estimated bytes of the group's largest put
-	tooBigKey string // and what it writes
+	tooBig    int     // estimated bytes of the group's largest put
+	tooBigKey putWhat // and what it writes
+}
+
+// putWhat names what a put writes, for the error of a put too large for
+// any transaction; it is formatted only then.
+type putWhat struct {
+	what     string // "record", "event" or "reminder index entry"
+	kind, id string
+	seq      uint64 // of an event
+}
+
+func (w putWhat) String() string {
+	if w.what == "event" {
+		return fmt.Sprintf("event %d of %s/%s", w.seq, w.kind, w.id)
+	}
+	return w.what + " " + w.kind + "/" + w.id
 }
 
 // created is a record a group writes as new (Record.Create), checked by
@@ -347,7 +362,7 @@ func (s *Store) plan(recs []persistence.Record, lasts map[int]uint64, outcome ma
 			g.news = append(g.news, created{kind: r.Kind, id: r.ID, key: key})
 			g.addGuard(2 * (len(key) + opOverhead))
 		}
-		g.put(key, string(encodeRecord(r)), "record "+r.Kind+"/"+r.ID)
+		g.put(key, encodeRecord(r), putWhat{what: "record", kind: r.Kind, id: r.ID})
 		s.planJournal(g, r, lasts[i])
 		s.planDue(g, r)
 	}
@@ -392,7 +407,7 @@ func (s *Store) plan(recs []persistence.Record, lasts map[int]uint64, outcome ma
 }
 
 // put adds a put of key to the group's writes; what names it in errors.
-func (g *group) put(key, val, what string) {
+func (g *group) put(key, val string, what putWhat) {
 	n := len(key) + len(val) + opOverhead
 	if n > g.tooBig {
 		g.tooBig, g.tooBigKey = n, what
@@ -432,7 +447,7 @@ func (s *Store) planJournal(g *group, r *persistence.Record, last uint64) {
 		g.addGuard(len(ep) + len(end) + opOverhead)
 		for _, e := range r.Events {
 			if e.Seq >= below { // events below are deleted as they are appended
-				g.put(eventKey(s.cfg.Prefix, r.Kind, r.ID, e.Seq), encodeEvent(e.Data), fmt.Sprintf("event %d of %s/%s", e.Seq, r.Kind, r.ID))
+				g.put(eventKey(s.cfg.Prefix, r.Kind, r.ID, e.Seq), encodeEvent(e.Data), putWhat{what: "event", kind: r.Kind, id: r.ID, seq: e.Seq})
 			}
 		}
 		// Stored events are all below first; new ones are not deleted by
@@ -457,9 +472,15 @@ func (g *group) addGuard(n int) {
 // fails in transport. It records each group's outcome in out.
 func (s *Store) commit(ctx context.Context, groups []*group, out map[uint32]error) {
 	for len(groups) > 0 {
-		cmps := make([]clientv3.Cmp, 0, len(groups))
-		gets := make([]clientv3.Op, 0, len(groups))
-		var puts []clientv3.Op
+		nc, ng, np := 0, 0, 0
+		for _, g := range groups {
+			nc += 1 + len(g.cmps)
+			ng += 1 + len(g.heads) + len(g.news)
+			np += len(g.ops)
+		}
+		cmps := make([]clientv3.Cmp, 0, nc)
+		gets := make([]clientv3.Op, 0, ng)
+		puts := make([]clientv3.Op, 0, np)
 		for _, g := range groups {
 			cmps = append(cmps, clientv3.Compare(clientv3.Value(g.fence), "=", formatFence(g.epoch)))
 			cmps = append(cmps, g.cmps...)

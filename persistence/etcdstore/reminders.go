@@ -25,7 +25,7 @@ func (s *Store) planDue(g *group, r *persistence.Record) {
 		g.size += len(k) + opOverhead
 	}
 	if r.Due > 0 {
-		g.put(dueKey(s.cfg.Prefix, r.Shard, r.Due, r.Kind, r.ID), "", "reminder index entry of "+r.Kind+"/"+r.ID)
+		g.put(dueKey(s.cfg.Prefix, r.Shard, r.Due, r.Kind, r.ID), "", putWhat{what: "reminder index entry of", kind: r.Kind, id: r.ID})
 	}
 }
 

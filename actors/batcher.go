@@ -103,6 +103,9 @@ type pending struct {
 	// record, if any (its generation is w's: a later write names the
 	// same one).
 	cold [][]byte
+	// traced holds the spans of the sampled runs whose writes w replaced:
+	// the Save's span links them too (tracing only).
+	traced []trace.Span
 	// next is the entity's pending saved after this one (nil: none).
 	next *pending
 }
@@ -176,6 +179,9 @@ func (p *pending) add(w write, maxEvents int, apart bool) *pending {
 	if n := len(w.journal.events); apart || n > 0 && len(p.events) > 0 && len(p.events)+n > maxEvents {
 		p.next = newPending(w)
 		return p.next
+	}
+	if p.w.span != nil && p.w.span.SpanContext().IsSampled() {
+		p.traced = append(p.traced, p.w.span)
 	}
 	w.prevDue = p.w.prevDue // the replaced write is never sent
 	w.create = w.create || p.w.create

@@ -164,10 +164,11 @@
 // Tracing. With HostConfig.Tracer, a host makes OpenTelemetry spans of
 // the calls its entities handle ("ordo.handle", from activation to
 // commit), of continuations ("ordo.continue"), of the batcher's Saves
-// ("ordo.save", linked to the runs whose writes they carry) and of every
-// store call ("ordo.store.load", ".save", ".fence"). A handling span's
-// parent is the span whose context the envelope's metadata carries
-// (traceparent); the handler's Context carries the span
+// ("ordo.save": a Save is traced when any write it carries is, as a child
+// of the first sampled run among them, linked to the others) and of
+// every store call ("ordo.store.load", ".save", ".fence"). A handling
+// span's parent is the span whose context the envelope's metadata
+// carries (traceparent); the handler's Context carries the span
 // (trace.SpanFromContext), and its metadata the span's context, which the
 // messages it sends carry on: one trace follows a call through every
 // entity it reaches. Without a Tracer, each hook costs a nil check.

@@ -141,21 +141,41 @@ func (b *batcher) startSave(ctx context.Context, batch []*pending) (context.Cont
 	if b.tracer == nil {
 		return ctx, nil
 	}
-	var parent trace.SpanContext
-	var links []trace.Link
+	// The Save's parent is the first write of a sampled run, so that a
+	// Save carrying a traced write is traced under a sampler that follows
+	// the parent's decision (sdktrace.ParentBased); every other write is
+	// a link, the sampled writes a newer one of their entity replaced
+	// too.
+	var spans []trace.SpanContext
+	first := -1
+	add := func(span trace.Span) {
+		sc := span.SpanContext()
+		if first < 0 && sc.IsSampled() {
+			first = len(spans)
+		}
+		spans = append(spans, sc)
+	}
 	for _, p := range batch {
 		if p.w.span == nil {
 			continue
 		}
-		sc := p.w.span.SpanContext()
-		if !parent.IsValid() {
-			parent = sc
-			continue
+		add(p.w.span)
+		for _, s := range p.traced { // the sampled writes p.w replaced
+			add(s)
 		}
-		links = append(links, trace.Link{SpanContext: sc})
 	}
-	if parent.IsValid() {
-		ctx = trace.ContextWithSpanContext(ctx, parent)
+	if first < 0 && len(spans) > 0 {
+		first = 0
+	}
+	var links []trace.Link
+	if first >= 0 {
+		ctx = trace.ContextWithSpanContext(ctx, spans[first])
+		links = make([]trace.Link, 0, len(spans)-1)
+		for i, sc := range spans {
+			if i != first {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
 	}
 	return b.tracer.Start(ctx, "ordo.save", trace.WithLinks(links...), trace.WithAttributes(attrRecords.Int(len(batch))))
 }

@@ -808,89 +808,150 @@ type shardGroup struct {
 
 // flush builds one Save from the queue, oldest entities first, within the
 // batcher's limits, and sends it. It reports whether it sent one.
+//
+// A write that depends on a co-located write queued after it (a saga's
+// start, made after its account's earlier writes were queued) is looked
+// at again once the pass has taken that write: it then goes in the same
+// Save instead of the next one.
 func (q *queue) flush() bool {
 	b := q.b
 	n := min(len(q.order), b.maxRecords)
-	size := 0
-	batch := make([]*pending, 0, n)
-	groups := make(map[uint32]shardGroup)
-	var inBatch map[*entry]uint64
+	f := batchBuild{q: q, batch: make([]*pending, 0, n), max: n, groups: make(map[uint32]shardGroup)}
 	var rest []Ref
+	var later []int // indexes in rest of writes that waited for a dependency
 	i := 0
-	for ; i < len(q.order) && len(batch) < n; i++ {
+	for ; i < len(q.order) && len(f.batch) < n; i++ {
 		ref := q.order[i]
-		p := q.queued[ref]
-		// An entity's writes become durable in order: while one is in
-		// flight, the next waits for it.
-		if q.sending[ref] {
-			rest = append(rest, ref)
-			continue
-		}
-		if len(batch) > 0 && size+p.w.size > b.maxBytes {
+		took, why := f.take(ref)
+		if why == batchFull {
 			break
 		}
-		// One epoch per shard in a Save: the outcome is per shard, so a
-		// stale owner's record must never share a batch with the new
-		// owner's records of the same shard.
-		g, ok := groups[p.w.shard]
-		if ok && g.epoch != p.w.epoch {
+		if !took || q.queued[ref] != nil {
+			// Not taken, or taken with the entity's next writes queued
+			// after it: the entity stays queued.
+			if why == waitsForDep {
+				later = append(later, len(rest))
+			}
 			rest = append(rest, ref)
-			continue
 		}
-		// A shard's group stays within the limits of the writes in it.
-		if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit ||
-			len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {
-			rest = append(rest, ref)
-			continue
-		}
-		// A write that depends on a co-located entity's write goes with
-		// it or after it, never before: a Save is atomic per shard, and
-		// both are in one shard.
-		if len(p.after) > 0 && !p.ready(inBatch) {
-			rest = append(rest, ref)
-			continue
-		}
-		// A write whose co-located receivers have not all written yet
-		// waits a little for them, to share the Save.
-		if p.expect > 0 {
-			if now := time.Now(); now.Before(p.linger) {
-				if q.lingerC == nil {
-					q.lingerT = time.NewTimer(p.linger.Sub(now))
-					q.lingerC = q.lingerT.C
-				}
-				rest = append(rest, ref)
+	}
+	// Writes whose dependencies this pass took go with them; a write so
+	// taken can be the dependency of another, hence the loop.
+	taken := make(map[int]bool)
+	for progress := len(later) > 0 && len(f.batch) > 0; progress && len(f.batch) < n; {
+		progress = false
+		for _, j := range later {
+			if taken[j] || len(f.batch) >= n {
 				continue
 			}
-			p.expect = 0
+			took, why := f.take(rest[j])
+			if why == batchFull {
+				progress = false
+				break
+			}
+			if took {
+				taken[j], progress = true, true
+			}
 		}
-		g.epoch, g.n, g.evts = p.w.epoch, g.n+1, g.evts+len(p.events)
-		if p.limit > 0 && (g.limit == 0 || p.limit < g.limit) {
-			g.limit = p.limit
+	}
+	if len(taken) > 0 {
+		kept := rest[:0]
+		for j, ref := range rest {
+			if !taken[j] || q.queued[ref] != nil {
+				kept = append(kept, ref)
+			}
 		}
-		groups[p.w.shard] = g
-		size += p.w.size
-		batch = append(batch, p)
-		if inBatch == nil {
-			inBatch = make(map[*entry]uint64)
-		}
-		inBatch[p.w.en] = p.w.seq
-		if p.next != nil {
-			// The entity's next writes wait for this one's outcome.
-			q.queued[ref] = p.next
-			p.next = nil
-			rest = append(rest, ref)
-		} else {
-			delete(q.queued, ref)
-		}
-		q.sending[ref] = true
+		rest = kept
 	}
 	q.order = append(rest, q.order[i:]...)
-	if len(batch) == 0 {
+	if len(f.batch) == 0 {
 		return false
 	}
-	q.bytes -= size
-	q.send(batch)
+	q.bytes -= f.size
+	q.send(f.batch)
 	return true
+}
+
+// batchBuild is a Save that flush is building.
+type batchBuild struct {
+	q       *queue
+	batch   []*pending
+	max     int
+	size    int
+	groups  map[uint32]shardGroup
+	inBatch map[*entry]uint64 // the highest seq of each entity in batch
+}
+
+// Why batchBuild.take did not take an entity's write.
+const (
+	tookIt      = iota
+	notNow      // in flight, another epoch, group limits, lingering
+	waitsForDep // depends on a co-located write neither durable nor in the batch
+	batchFull   // the Save is full: stop
+)
+
+// take adds ref's oldest queued write to the Save, if it may go now.
+func (f *batchBuild) take(ref Ref) (bool, int) {
+	q, b := f.q, f.q.b
+	p := q.queued[ref]
+	// An entity's writes become durable in order: while one is in
+	// flight, the next waits for it.
+	if q.sending[ref] {
+		return false, notNow
+	}
+	if len(f.batch) > 0 && f.size+p.w.size > b.maxBytes {
+		return false, batchFull
+	}
+	// One epoch per shard in a Save: the outcome is per shard, so a
+	// stale owner's record must never share a batch with the new
+	// owner's records of the same shard.
+	g, ok := f.groups[p.w.shard]
+	if ok && g.epoch != p.w.epoch {
+		return false, notNow
+	}
+	// A shard's group stays within the limits of the writes in it.
+	if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit ||
+		len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {
+		return false, notNow
+	}
+	// A write that depends on a co-located entity's write goes with
+	// it or after it, never before: a Save is atomic per shard, and
+	// both are in one shard.
+	if len(p.after) > 0 && !p.ready(f.inBatch) {
+		return false, waitsForDep
+	}
+	// A write whose co-located receivers have not all written yet
+	// waits a little for them, to share the Save.
+	if p.expect > 0 {
+		if now := time.Now(); now.Before(p.linger) {
+			if q.lingerC == nil {
+				q.lingerT = time.NewTimer(p.linger.Sub(now))
+				q.lingerC = q.lingerT.C
+			}
+			return false, notNow
+		}
+		p.expect = 0
+	}
+	g.epoch, g.n, g.evts = p.w.epoch, g.n+1, g.evts+len(p.events)
+	if p.limit > 0 && (g.limit == 0 || p.limit < g.limit) {
+		g.limit = p.limit
+	}
+	f.groups[p.w.shard] = g
+	f.size += p.w.size
+	f.batch = append(f.batch, p)
+	if f.inBatch == nil {
+		f.inBatch = make(map[*entry]uint64)
+	}
+	f.inBatch[p.w.en] = p.w.seq
+	if p.next != nil {
+		// The entity's next writes wait for this one's outcome.
+		q.queued[ref] = p.next
+		p.next = nil
+	} else {
+		delete(q.queued, ref)
+	}
+	q.sending[ref] = true
+	return true, tookIt
 }
 
 // send starts the Save of batch.

@@ -129,3 +129,69 @@ func TestRequeueKeepsWaitsAcyclic(t *testing.T) {
 		t.Fatalf("durable x:%d y:%d z:%d, want 2 1 1", x.durable.Load(), y.durable.Load(), z.durable.Load())
 	}
 }
+
+// A write that depends on a co-located write queued after it goes in the
+// same Save as that write, not the next: the account queued first, the
+// saga's start (which the account's debit depends on) after it, and a
+// chain of three such writes, each queued before the one it depends on.
+func TestFlushTakesWritesWhoseDependencyCameLater(t *testing.T) {
+	q, en := testQueue(t)
+	account, saga := en("account"), en("saga")
+	q.add(testWrite(account, 1, writeDep{saga, 1}))
+	q.add(testWrite(saga, 1))
+	a, b, c := en("a"), en("b"), en("c")
+	q.add(testWrite(a, 1, writeDep{b, 1}))
+	q.add(testWrite(b, 1, writeDep{c, 1}))
+	q.add(testWrite(c, 1))
+	if !q.flush() {
+		t.Fatal("nothing sent")
+	}
+	res := <-q.results
+	if len(res.batch) != 5 {
+		t.Fatalf("the first Save carries %d writes, want all 5", len(res.batch))
+	}
+	if len(q.order) != 0 || len(q.queued) != 0 {
+		t.Fatalf("left queued: %v", q.order)
+	}
+	q.settle(res)
+	for _, e := range []*entry{account, saga, a, b, c} {
+		if e.durable.Load() != 1 {
+			t.Fatalf("%s durable at %d, want 1", e.ref.ID, e.durable.Load())
+		}
+	}
+}
+
+// A write whose dependency is in flight still waits for the next Save,
+// and the entity's writes chained after one taken by the second look stay
+// queued, in order.
+func TestFlushSecondLookKeepsOrder(t *testing.T) {
+	q, en := testQueue(t)
+	x, y, z := en("x"), en("y"), en("z")
+	q.add(testWrite(z, 1))
+	if !q.flush() { // z:1 in flight
+		t.Fatal("nothing sent")
+	}
+	first := <-q.results
+	q.add(testWrite(x, 1, writeDep{y, 1}))
+	q.add(testWrite(x, 2, writeDep{z, 2})) // closes no cycle: joins x:1
+	q.add(testWrite(y, 1))
+	q.add(testWrite(z, 2))
+	if !q.flush() {
+		t.Fatal("nothing sent besides the Save in flight")
+	}
+	second := <-q.results
+	ids := map[string]bool{}
+	for _, p := range second.batch {
+		ids[p.w.ref.ID] = true
+	}
+	// x waits for z:2, and z is in flight: neither x nor z goes; y does.
+	if !ids["y"] || ids["x"] || ids["z"] {
+		t.Fatalf("second Save carries %v, want y alone", ids)
+	}
+	q.settle(first)
+	q.settle(second)
+	sendAll(t, q)
+	if x.durable.Load() != 2 || y.durable.Load() != 1 || z.durable.Load() != 2 {
+		t.Fatalf("durable x:%d y:%d z:%d, want 2 1 2", x.durable.Load(), y.durable.Load(), z.durable.Load())
+	}
+}

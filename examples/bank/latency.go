@@ -44,7 +44,18 @@ the client's call into its hops, in the order they happen:
 It prints each hop's median, 90th percentile and mean, their sum's, and the
 duration of the store's Saves (ordo.store.save) over all traced spans. Trace
 more transfers with --trace-ratio; transfers that were rejected, retried or
-whose spans are incomplete are counted and left out.`,
+whose spans are incomplete are counted and left out.
+
+Then, for the transfers whose debit and credit Saves were traced (ordo.save,
+the batcher's Save carrying the write), it splits the two durable hops:
+
+  debit: to its Save      the debit is handled and its write waits for the
+                          Save in flight (writes made meanwhile go together)
+  debit: its Save         the Save carrying the debit and the saga's start
+  debit: Save -> ack      the account learns the write is durable and its
+                          acknowledgement reaches the saga (mailboxes)
+  credit: ...             the same for the credit; its acknowledgement
+                          crosses back to the saga's node`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
 				return usagef("--trace is required")
@@ -83,8 +94,9 @@ whose spans are incomplete are counted and left out.`,
 // writes it, that the breakdown needs.
 type span struct {
 	Name        string
-	SpanContext struct{ TraceID string }
+	SpanContext struct{ TraceID, SpanID string }
 	Parent      struct{ SpanID string }
+	Links       []struct{ SpanContext struct{ SpanID string } }
 	StartTime   time.Time
 	EndTime     time.Time
 	Attributes  []struct {
@@ -136,12 +148,21 @@ func readSpans(r io.Reader) ([]span, error) {
 // The hops of a transfer, in order.
 var hopNames = []string{"client -> saga", "saga -> debit", "debit -> durable", "ack -> credit", "credit -> ack", "outcome -> client"}
 
+// The parts of the two durable hops, in order: each step's write waiting
+// for its Save, the Save, and its acknowledgement reaching the saga.
+var durableNames = []string{"debit: to its Save", "debit: its Save", "debit: Save -> ack",
+	"credit: to its Save", "credit: its Save", "credit: Save -> ack"}
+
 // latencyReport is the breakdown.
 type latencyReport struct {
 	Transfers int        `json:"transfers"` // broken down
 	LeftOut   int        `json:"left_out"`  // traced transfers left out
 	Hops      []hopStats `json:"hops"`      // in order, then "total"
 	Saves     hopStats   `json:"saves"`     // every traced ordo.store.save
+	// Durable splits "debit -> durable" and "credit -> ack" (durableNames)
+	// over the transfers whose two Saves were traced (DurableTransfers).
+	DurableTransfers int        `json:"durable_transfers"`
+	Durable          []hopStats `json:"durable"`
 }
 
 // hopStats are one hop's durations, in milliseconds.
@@ -176,15 +197,25 @@ func statsOf(name string, d []time.Duration) hopStats {
 func breakDown(spans []span) latencyReport {
 	byTrace := map[string][]*span{}
 	var saves []time.Duration
+	// saveOf maps a run's span to the Save (ordo.save) that carried its
+	// write: the Save's parent, or one of its links.
+	saveOf := map[string]*span{}
 	for i := range spans {
 		s := &spans[i]
 		byTrace[s.SpanContext.TraceID] = append(byTrace[s.SpanContext.TraceID], s)
-		if s.Name == "ordo.store.save" {
+		switch s.Name {
+		case "ordo.store.save":
 			saves = append(saves, s.EndTime.Sub(s.StartTime))
+		case "ordo.save":
+			saveOf[s.Parent.SpanID] = s
+			for _, l := range s.Links {
+				saveOf[l.SpanContext.SpanID] = s
+			}
 		}
 	}
 	var rep latencyReport
 	hops := make([][]time.Duration, len(hopNames)+1)
+	durable := make([][]time.Duration, len(durableNames))
 	for _, ts := range byTrace {
 		var root *span
 		for _, s := range ts {
@@ -195,7 +226,7 @@ func breakDown(spans []span) latencyReport {
 		if root == nil {
 			continue
 		}
-		d, ok := transferHops(root, ts)
+		d, parts, ok := transferHops(root, ts, saveOf)
 		if !ok {
 			rep.LeftOut++
 			continue
@@ -207,19 +238,30 @@ func breakDown(spans []span) latencyReport {
 			total += x
 		}
 		hops[len(hopNames)] = append(hops[len(hopNames)], total)
+		if parts != nil {
+			rep.DurableTransfers++
+			for i, x := range parts {
+				durable[i] = append(durable[i], x)
+			}
+		}
 	}
 	for i, name := range hopNames {
 		rep.Hops = append(rep.Hops, statsOf(name, hops[i]))
 	}
 	rep.Hops = append(rep.Hops, statsOf("total", hops[len(hopNames)]))
 	rep.Saves = statsOf("store Save", saves)
+	for i, name := range durableNames {
+		rep.Durable = append(rep.Durable, statsOf(name, durable[i]))
+	}
 	return rep
 }
 
 // transferHops returns the hops of the transfer whose client call is
 // root, or false when its trace does not show one first attempt of each
-// step (a rejection has no credit; a retried step has two).
-func transferHops(root *span, ts []*span) ([]time.Duration, bool) {
+// step (a rejection has no credit; a retried step has two). parts splits
+// its two durable hops (durableNames) when saveOf holds the Saves of both
+// steps' writes, and is nil otherwise.
+func transferHops(root *span, ts []*span, saveOf map[string]*span) (hops, parts []time.Duration, ok bool) {
 	slices.SortFunc(ts, func(a, b *span) int { return a.StartTime.Compare(b.StartTime) })
 	handled := func(suffix string) []*span {
 		var out []*span
@@ -232,12 +274,12 @@ func transferHops(root *span, ts []*span) ([]time.Duration, bool) {
 	}
 	submits, debits, credits := handled(".SubmitTransfer"), handled(".Debit"), handled(".Credit")
 	if len(submits) != 1 || len(debits) != 1 || len(credits) != 1 {
-		return nil, false
+		return nil, nil, false
 	}
 	submit, debit, credit := submits[0].StartTime, debits[0].StartTime, credits[0].StartTime
 	end := root.EndTime
 	if !(root.StartTime.Compare(submit) <= 0 && submit.Compare(debit) <= 0 && debit.Before(credit) && credit.Before(end)) {
-		return nil, false
+		return nil, nil, false
 	}
 	// The debit's acknowledgement is the saga's last continuation before
 	// the credit is handled; the credit's, its first after.
@@ -254,10 +296,23 @@ func transferHops(root *span, ts []*span) ([]time.Duration, bool) {
 		}
 	}
 	if debitAck.IsZero() || creditAck.IsZero() {
-		return nil, false
+		return nil, nil, false
 	}
-	return []time.Duration{submit.Sub(root.StartTime), debit.Sub(submit), debitAck.Sub(debit),
-		credit.Sub(debitAck), creditAck.Sub(credit), end.Sub(creditAck)}, true
+	hops = []time.Duration{submit.Sub(root.StartTime), debit.Sub(submit), debitAck.Sub(debit),
+		credit.Sub(debitAck), creditAck.Sub(credit), end.Sub(creditAck)}
+	// A step's Save starts after its handling started and ends before its
+	// acknowledgement reaches the saga.
+	split := func(handled *span, ack time.Time) []time.Duration {
+		sv := saveOf[handled.SpanContext.SpanID]
+		if sv == nil || sv.StartTime.Before(handled.StartTime) || sv.EndTime.After(ack) {
+			return nil
+		}
+		return []time.Duration{sv.StartTime.Sub(handled.StartTime), sv.EndTime.Sub(sv.StartTime), ack.Sub(sv.EndTime)}
+	}
+	if d, c := split(debits[0], debitAck), split(credits[0], creditAck); d != nil && c != nil {
+		parts = append(d, c...)
+	}
+	return hops, parts, true
 }
 
 func (r latencyReport) print(w io.Writer) error {
@@ -270,6 +325,18 @@ func (r latencyReport) print(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nstore Save: the %d traced Saves (ordo.store.save), while which the node's next writes queue\n", r.Saves.N)
-	return err
+	if _, err := fmt.Fprintf(w, "\nstore Save: the %d traced Saves (ordo.store.save), while which the node's next writes queue\n", r.Saves.N); err != nil {
+		return err
+	}
+	if r.DurableTransfers == 0 {
+		_, err := fmt.Fprintln(w, "\nno transfer's debit and credit Saves (ordo.save) were traced: the durable hops are not split")
+		return err
+	}
+	fmt.Fprintf(w, "\nthe durable hops, split, over the %d transfers whose debit and credit Saves were traced:\n\n", r.DurableTransfers)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "part\tp50 ms\tp90 ms\tmean ms\t")
+	for _, h := range r.Durable {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t\n", h.Name, h.P50, h.P90, h.Mean)
+	}
+	return tw.Flush()
 }

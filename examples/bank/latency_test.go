@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// spanLine is one span as the stdout exporter writes it.
-func spanLine(t *testing.T, trace, parent, name, message string, start, end time.Duration) string {
+// spanLine is one span as the stdout exporter writes it: id is its span
+// ID, links the span IDs it links to.
+func spanLine(t *testing.T, trace, id, parent, name, message string, start, end time.Duration, links ...string) string {
 	t.Helper()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := map[string]any{
 		"Name":        name,
-		"SpanContext": map[string]any{"TraceID": trace},
+		"SpanContext": map[string]any{"TraceID": trace, "SpanID": id},
 		"Parent":      map[string]any{"SpanID": parent},
 		"StartTime":   t0.Add(start),
 		"EndTime":     t0.Add(end),
@@ -27,31 +28,45 @@ func spanLine(t *testing.T, trace, parent, name, message string, start, end time
 	if message != "" {
 		s["Attributes"] = []any{map[string]any{"Key": "ordo.message", "Value": map[string]any{"Type": "STRING", "Value": message}}}
 	}
+	var ls []any
+	for _, l := range links {
+		ls = append(ls, map[string]any{"SpanContext": map[string]any{"TraceID": "other", "SpanID": l}})
+	}
+	if ls != nil {
+		s["Links"] = ls
+	}
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
 	return string(b)
 }
 
 // transferSpans are the spans of one transfer: each hop takes hop[i]
-// milliseconds.
+// milliseconds. The debit's and the credit's writes are each carried by
+// a Save (ordo.save) that starts a quarter into the step's durable hop
+// and lasts half of it; the debit's Save is its run's child, the
+// credit's links it.
 func transferSpans(t *testing.T, trace string, hop [6]int) []string {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	at := []time.Duration{0}
 	for _, h := range hop {
 		at = append(at, at[len(at)-1]+ms(h))
 	}
+	quarter := func(i int) time.Duration { return (at[i+1] - at[i]) / 4 }
 	root := "0000000000000000"
+	debit, credit := trace+"-debit", trace+"-credit"
 	return []string{
-		spanLine(t, trace, root, "ordo.call", "ordo.bank.v1.SubmitTransfer", 0, at[6]),
-		spanLine(t, trace, "a1", "ordo.handle", "ordo.bank.v1.SubmitTransfer", at[1], at[1]),
-		spanLine(t, trace, "a2", "ordo.handle", "ordo.bank.v1.Debit", at[2], at[2]),
-		spanLine(t, trace, "a3", "ordo.store.save", "", at[2], at[3]),
-		spanLine(t, trace, "a4", "ordo.continue", "", at[3], at[3]),
-		spanLine(t, trace, "a5", "ordo.handle", "ordo.bank.v1.Credit", at[4], at[4]),
-		spanLine(t, trace, "a6", "ordo.continue", "", at[5], at[5]),
+		spanLine(t, trace, trace+"-root", root, "ordo.call", "ordo.bank.v1.SubmitTransfer", 0, at[6]),
+		spanLine(t, trace, trace+"-saga", "a1", "ordo.handle", "ordo.bank.v1.SubmitTransfer", at[1], at[1]),
+		spanLine(t, trace, debit, "a2", "ordo.handle", "ordo.bank.v1.Debit", at[2], at[2]),
+		spanLine(t, trace, trace+"-save1", debit, "ordo.save", "", at[2]+quarter(2), at[3]-quarter(2)),
+		spanLine(t, trace, trace+"-store1", trace+"-save1", "ordo.store.save", "", at[2], at[3]),
+		spanLine(t, trace, trace+"-c1", "a4", "ordo.continue", "", at[3], at[3]),
+		spanLine(t, trace, credit, "a5", "ordo.handle", "ordo.bank.v1.Credit", at[4], at[4]),
+		spanLine(t, "other", trace+"-save2", "x", "ordo.save", "", at[4]+quarter(4), at[5]-quarter(4), "y", credit),
+		spanLine(t, trace, trace+"-c2", "a6", "ordo.continue", "", at[5], at[5]),
 		// After the answer: the forgets and their acknowledgements.
-		spanLine(t, trace, "a7", "ordo.handle", "ordo.bank.v1.Forget", at[6]+ms(1), at[6]+ms(1)),
-		spanLine(t, trace, "a8", "ordo.continue", "", at[6]+ms(5), at[6]+ms(5)),
+		spanLine(t, trace, trace+"-f", "a7", "ordo.handle", "ordo.bank.v1.Forget", at[6]+ms(1), at[6]+ms(1)),
+		spanLine(t, trace, trace+"-c3", "a8", "ordo.continue", "", at[6]+ms(5), at[6]+ms(5)),
 	}
 }
 
@@ -70,10 +85,14 @@ func TestLatencyBreakdown(t *testing.T) {
 	lines = append(lines, transferSpans(t, "t2", [6]int{3, 2, 30, 1, 10, 2})...)
 	lines = append(lines, transferSpans(t, "t3", [6]int{2, 2, 20, 2, 30, 6})...)
 	rejected := transferSpans(t, "t4", [6]int{1, 1, 1, 1, 1, 1})
-	lines = append(lines, rejected[:5]...) // no credit
+	lines = append(lines, rejected[:6]...) // no credit
 	retried := transferSpans(t, "t5", [6]int{1, 1, 1, 1, 1, 1})
 	lines = append(lines, append(retried, retried[2])...) // the debit handled twice
-	lines = append(lines, spanLine(t, "t6", "0000000000000000", "ordo.call", "ordo.bank.v1.GetBalance", 0, time.Millisecond))
+	// A transfer whose credit's Save was not traced counts in the hops,
+	// not in their split.
+	unsplit := transferSpans(t, "t7", [6]int{2, 2, 20, 2, 30, 6})
+	lines = append(lines, append(unsplit[:7], unsplit[8:]...)...)
+	lines = append(lines, spanLine(t, "t6", "t6-root", "0000000000000000", "ordo.call", "ordo.bank.v1.GetBalance", 0, time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -81,7 +100,7 @@ func TestLatencyBreakdown(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	var rep latencyReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
-	require.Equal(t, 3, rep.Transfers)
+	require.Equal(t, 4, rep.Transfers)
 	require.Equal(t, 2, rep.LeftOut)
 	want := []struct {
 		name           string
@@ -91,26 +110,52 @@ func TestLatencyBreakdown(t *testing.T) {
 		{"saga -> debit", 2, 2, 2},
 		{"debit -> durable", 20, 30, 20},
 		{"ack -> credit", 2, 3, 2},
-		{"credit -> ack", 20, 30, 20},
-		{"outcome -> client", 4, 6, 4},
-		{"total", 48, 62, 50}, // 40, 48 and 62
+		{"credit -> ack", 20, 30, 22.5},
+		{"outcome -> client", 4, 6, 4.5},
+		{"total", 48, 62, 53}, // 40, 48, 62 and 62
 	}
 	require.Len(t, rep.Hops, len(want))
 	for i, w := range want {
 		h := rep.Hops[i]
+		require.Equal(t, w.name, h.Name)
+		require.Equal(t, 4, h.N, h.Name)
+		require.Equal(t, w.p50, h.P50, h.Name)
+		require.Equal(t, w.p90, h.P90, h.Name)
+		require.InDelta(t, w.mean, h.Mean, 0.001, h.Name)
+	}
+	require.Equal(t, 6, rep.Saves.N) // every traced Save, left-out transfers' too
+	require.Equal(t, 10.0, rep.Saves.P50)
+
+	// The durable hops split over the three transfers with both Saves
+	// traced: a quarter to the Save, half in it, a quarter to the ack.
+	require.Equal(t, 3, rep.DurableTransfers)
+	wantSplit := []struct {
+		name           string
+		p50, p90, mean float64
+	}{
+		{"debit: to its Save", 5, 7.5, 5},
+		{"debit: its Save", 10, 15, 10},
+		{"debit: Save -> ack", 5, 7.5, 5},
+		{"credit: to its Save", 5, 7.5, 5},
+		{"credit: its Save", 10, 15, 10},
+		{"credit: Save -> ack", 5, 7.5, 5},
+	}
+	require.Len(t, rep.Durable, len(wantSplit))
+	for i, w := range wantSplit {
+		h := rep.Durable[i]
 		require.Equal(t, w.name, h.Name)
 		require.Equal(t, 3, h.N, h.Name)
 		require.Equal(t, w.p50, h.P50, h.Name)
 		require.Equal(t, w.p90, h.P90, h.Name)
 		require.InDelta(t, w.mean, h.Mean, 0.001, h.Name)
 	}
-	require.Equal(t, 5, rep.Saves.N) // every traced Save, left-out transfers' too
-	require.Equal(t, 10.0, rep.Saves.P50)
 
 	code, out, stderr = runCLI(t, ctx, "latency", "--trace", writeLines(t, lines))
 	require.Equal(t, exitOK, code, stderr)
-	require.Contains(t, out, "3 traced transfers broken down (2 left out")
+	require.Contains(t, out, "4 traced transfers broken down (2 left out")
 	require.Regexp(t, `debit -> durable\s+20\.00\s+30\.00\s+20\.00`, out)
+	require.Contains(t, out, "over the 3 transfers whose debit and credit Saves were traced")
+	require.Regexp(t, `credit: its Save\s+10\.00\s+15\.00\s+10\.00`, out)
 }
 
 func TestLatencyBadInput(t *testing.T) {
@@ -156,4 +201,9 @@ func TestLatencyOfDemoTrace(t *testing.T) {
 	}
 	require.InDelta(t, rep.Hops[len(hopNames)].Mean, sum, 0.01, "the hops add up to the call")
 	require.Positive(t, rep.Hops[2].Mean, "a debit takes a Save")
+	// Every Save carrying a traced write is traced: each transfer's two
+	// durable hops split, and their parts add up to them.
+	require.Equal(t, rep.Transfers, rep.DurableTransfers)
+	require.InDelta(t, rep.Hops[2].Mean, rep.Durable[0].Mean+rep.Durable[1].Mean+rep.Durable[2].Mean, 0.01, "the debit's parts")
+	require.InDelta(t, rep.Hops[4].Mean, rep.Durable[3].Mean+rep.Durable[4].Mean+rep.Durable[5].Mean, 0.01, "the credit's parts")
 }

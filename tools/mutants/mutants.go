@@ -31,6 +31,22 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/flush-second-look",
+		Guard: "a write whose co-located dependency was queued after it goes in that dependency's Save, not the next",
+		File:  "actors/batcher.go",
+		Orig:  `	for progress := len(later) > 0 && len(f.batch) > 0; progress && len(f.batch) < n; {`,
+		Repl:  `	for progress := false; progress && len(f.batch) < n; {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/save-span-sampled-parent",
+		Guard: "a Save is traced when any write it carries comes from a sampled run",
+		File:  "actors/trace.go",
+		Orig:  `		if first < 0 && sc.IsSampled() {`,
+		Repl:  `		if first < 0 {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/dedup-lookup",
 		Guard: "S3: a repeated request ID gets the stored reply without running the handler",
 		File:  "actors/entity.go",

@@ -467,6 +467,10 @@ type queue struct {
 	// (cancelEntity) or its shard is dropped (cancelShard).
 	poisoned map[Ref]poison
 
+	// groups and inBatch are flush's, kept from one Save to the next.
+	groups  map[uint32]shardGroup
+	inBatch map[*entry]uint64
+
 	firstQueued time.Time // when the oldest queued write arrived
 	timer       *time.Timer
 	timerC      <-chan time.Time // BatchMaxDelay after firstQueued
@@ -816,7 +820,12 @@ type shardGroup struct {
 func (q *queue) flush() bool {
 	b := q.b
 	n := min(len(q.order), b.maxRecords)
-	f := batchBuild{q: q, batch: make([]*pending, 0, n), max: n, groups: make(map[uint32]shardGroup)}
+	if q.groups == nil {
+		q.groups, q.inBatch = make(map[uint32]shardGroup), make(map[*entry]uint64)
+	}
+	clear(q.groups)
+	clear(q.inBatch)
+	f := batchBuild{q: q, batch: make([]*pending, 0, n), groups: q.groups, inBatch: q.inBatch}
 	var rest []Ref
 	var later []int // indexes in rest of writes that waited for a dependency
 	i := 0
@@ -876,10 +885,9 @@ func (q *queue) flush() bool {
 type batchBuild struct {
 	q       *queue
 	batch   []*pending
-	max     int
 	size    int
-	groups  map[uint32]shardGroup
-	inBatch map[*entry]uint64 // the highest seq of each entity in batch
+	groups  map[uint32]shardGroup // by shard, the writes in batch
+	inBatch map[*entry]uint64     // the highest seq of each entity in batch
 }
 
 // Why batchBuild.take did not take an entity's write.
@@ -939,9 +947,6 @@ func (f *batchBuild) take(ref Ref) (bool, int) {
 	f.groups[p.w.shard] = g
 	f.size += p.w.size
 	f.batch = append(f.batch, p)
-	if f.inBatch == nil {
-		f.inBatch = make(map[*entry]uint64)
-	}
 	f.inBatch[p.w.en] = p.w.seq
 	if p.next != nil {
 		// The entity's next writes wait for this one's outcome.

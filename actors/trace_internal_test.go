@@ -10,21 +10,26 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// parentBasedTracer returns a tracer that samples what its parent did
+// (roots always), the spans it ended, and the context of an unsampled
+// caller: a run started under it has a valid, unrecorded span.
+func parentBasedTracer(t *testing.T) (*tracetest.InMemoryExporter, trace.Tracer, context.Context) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	unsampled := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}}))
+	return exp, tp.Tracer(TracerName), unsampled
+}
+
 // A Save is traced when any write it carries was made by a sampled run,
 // whichever comes first in the batch: its parent is the first sampled
 // write, every other write a link. A Save of unsampled writes only is not
 // recorded.
 func TestSaveSpanFollowsASampledWrite(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tracer := tp.Tracer(TracerName)
+	exp, tracer, unsampledCaller := parentBasedTracer(t)
 	ctx := context.Background()
-
-	// A run under an unsampled caller: a valid, unrecorded span.
-	unsampledCaller := trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}}))
 	run := func(parent context.Context) *pending {
 		_, span := tracer.Start(parent, "ordo.handle")
 		t.Cleanup(func() { span.End() })
@@ -58,14 +63,8 @@ func TestSaveSpanFollowsASampledWrite(t *testing.T) {
 // A traced write that a newer write of its entity replaced before the
 // Save (the newer state goes, once) is still traced with that Save.
 func TestSaveSpanFollowsAReplacedTracedWrite(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tracer := tp.Tracer(TracerName)
+	exp, tracer, unsampled := parentBasedTracer(t)
 	ctx := context.Background()
-	unsampled := trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}}))
 	_, tracedRun := tracer.Start(ctx, "ordo.handle")
 	_, quietRun := tracer.Start(unsampled, "ordo.handle")
 	tracedRun.End()

@@ -102,53 +102,29 @@ func TestLatencyBreakdown(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, 4, rep.Transfers)
 	require.Equal(t, 2, rep.LeftOut)
-	want := []struct {
-		name           string
-		p50, p90, mean float64
-	}{
-		{"client -> saga", 2, 3, 2},
-		{"saga -> debit", 2, 2, 2},
-		{"debit -> durable", 20, 30, 20},
-		{"ack -> credit", 2, 3, 2},
-		{"credit -> ack", 20, 30, 22.5},
-		{"outcome -> client", 4, 6, 4.5},
-		{"total", 48, 62, 53}, // 40, 48, 62 and 62
-	}
-	require.Len(t, rep.Hops, len(want))
-	for i, w := range want {
-		h := rep.Hops[i]
-		require.Equal(t, w.name, h.Name)
-		require.Equal(t, 4, h.N, h.Name)
-		require.Equal(t, w.p50, h.P50, h.Name)
-		require.Equal(t, w.p90, h.P90, h.Name)
-		require.InDelta(t, w.mean, h.Mean, 0.001, h.Name)
-	}
+	requireStats(t, 4, rep.Hops, []hopStats{
+		{Name: "client -> saga", P50: 2, P90: 3, Mean: 2},
+		{Name: "saga -> debit", P50: 2, P90: 2, Mean: 2},
+		{Name: "debit -> durable", P50: 20, P90: 30, Mean: 20},
+		{Name: "ack -> credit", P50: 2, P90: 3, Mean: 2},
+		{Name: "credit -> ack", P50: 20, P90: 30, Mean: 22.5},
+		{Name: "outcome -> client", P50: 4, P90: 6, Mean: 4.5},
+		{Name: "total", P50: 48, P90: 62, Mean: 53}, // 40, 48, 62 and 62
+	})
 	require.Equal(t, 6, rep.Saves.N) // every traced Save, left-out transfers' too
 	require.Equal(t, 10.0, rep.Saves.P50)
 
 	// The durable hops split over the three transfers with both Saves
 	// traced: a quarter to the Save, half in it, a quarter to the ack.
 	require.Equal(t, 3, rep.DurableTransfers)
-	wantSplit := []struct {
-		name           string
-		p50, p90, mean float64
-	}{
-		{"debit: to its Save", 5, 7.5, 5},
-		{"debit: its Save", 10, 15, 10},
-		{"debit: Save -> ack", 5, 7.5, 5},
-		{"credit: to its Save", 5, 7.5, 5},
-		{"credit: its Save", 10, 15, 10},
-		{"credit: Save -> ack", 5, 7.5, 5},
-	}
-	require.Len(t, rep.Durable, len(wantSplit))
-	for i, w := range wantSplit {
-		h := rep.Durable[i]
-		require.Equal(t, w.name, h.Name)
-		require.Equal(t, 3, h.N, h.Name)
-		require.Equal(t, w.p50, h.P50, h.Name)
-		require.Equal(t, w.p90, h.P90, h.Name)
-		require.InDelta(t, w.mean, h.Mean, 0.001, h.Name)
-	}
+	requireStats(t, 3, rep.Durable, []hopStats{
+		{Name: "debit: to its Save", P50: 5, P90: 7.5, Mean: 5},
+		{Name: "debit: its Save", P50: 10, P90: 15, Mean: 10},
+		{Name: "debit: Save -> ack", P50: 5, P90: 7.5, Mean: 5},
+		{Name: "credit: to its Save", P50: 5, P90: 7.5, Mean: 5},
+		{Name: "credit: its Save", P50: 10, P90: 15, Mean: 10},
+		{Name: "credit: Save -> ack", P50: 5, P90: 7.5, Mean: 5},
+	})
 
 	code, out, stderr = runCLI(t, ctx, "latency", "--trace", writeLines(t, lines))
 	require.Equal(t, exitOK, code, stderr)
@@ -156,6 +132,21 @@ func TestLatencyBreakdown(t *testing.T) {
 	require.Regexp(t, `debit -> durable\s+20\.00\s+30\.00\s+20\.00`, out)
 	require.Contains(t, out, "over the 3 transfers whose debit and credit Saves were traced")
 	require.Regexp(t, `credit: its Save\s+10\.00\s+15\.00\s+10\.00`, out)
+}
+
+// requireStats checks each of got against want (names, percentiles and
+// means), every one over n transfers.
+func requireStats(t *testing.T, n int, got, want []hopStats) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i, w := range want {
+		h := got[i]
+		require.Equal(t, w.Name, h.Name)
+		require.Equal(t, n, h.N, h.Name)
+		require.Equal(t, w.P50, h.P50, h.Name)
+		require.Equal(t, w.P90, h.P90, h.Name)
+		require.InDelta(t, w.Mean, h.Mean, 0.001, h.Name)
+	}
 }
 
 func TestLatencyBadInput(t *testing.T) {

@@ -831,11 +831,11 @@ func (q *queue) flush() bool {
 	i := 0
 	for ; i < len(q.order) && len(f.batch) < n; i++ {
 		ref := q.order[i]
-		took, why := f.take(ref)
+		why := f.take(ref)
 		if why == batchFull {
 			break
 		}
-		if !took || q.queued[ref] != nil {
+		if why != tookIt || q.queued[ref] != nil {
 			// Not taken, or taken with the entity's next writes queued
 			// after it: the entity stays queued.
 			if why == waitsForDep {
@@ -853,12 +853,12 @@ func (q *queue) flush() bool {
 			if taken[j] || len(f.batch) >= n {
 				continue
 			}
-			took, why := f.take(rest[j])
+			why := f.take(rest[j])
 			if why == batchFull {
 				progress = false
 				break
 			}
-			if took {
+			if why == tookIt {
 				taken[j], progress = true, true
 			}
 		}
@@ -890,43 +890,45 @@ type batchBuild struct {
 	inBatch map[*entry]uint64     // the highest seq of each entity in batch
 }
 
-// Why batchBuild.take did not take an entity's write.
+// takeOutcome is what batchBuild.take did with an entity's write.
+type takeOutcome int
+
 const (
-	tookIt      = iota
-	notNow      // in flight, another epoch, group limits, lingering
-	waitsForDep // depends on a co-located write neither durable nor in the batch
-	batchFull   // the Save is full: stop
+	tookIt      takeOutcome = iota // it is in the Save
+	notNow                         // in flight, another epoch, group limits, lingering
+	waitsForDep                    // depends on a co-located write neither durable nor in the batch
+	batchFull                      // the Save is full: stop
 )
 
 // take adds ref's oldest queued write to the Save, if it may go now.
-func (f *batchBuild) take(ref Ref) (bool, int) {
+func (f *batchBuild) take(ref Ref) takeOutcome {
 	q, b := f.q, f.q.b
 	p := q.queued[ref]
 	// An entity's writes become durable in order: while one is in
 	// flight, the next waits for it.
 	if q.sending[ref] {
-		return false, notNow
+		return notNow
 	}
 	if len(f.batch) > 0 && f.size+p.w.size > b.maxBytes {
-		return false, batchFull
+		return batchFull
 	}
 	// One epoch per shard in a Save: the outcome is per shard, so a
 	// stale owner's record must never share a batch with the new
 	// owner's records of the same shard.
 	g, ok := f.groups[p.w.shard]
 	if ok && g.epoch != p.w.epoch {
-		return false, notNow
+		return notNow
 	}
 	// A shard's group stays within the limits of the writes in it.
 	if ok && (g.limit > 0 && g.n >= g.limit || p.limit > 0 && g.n >= p.limit ||
 		len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {
-		return false, notNow
+		return notNow
 	}
 	// A write that depends on a co-located entity's write goes with
 	// it or after it, never before: a Save is atomic per shard, and
 	// both are in one shard.
 	if len(p.after) > 0 && !p.ready(f.inBatch) {
-		return false, waitsForDep
+		return waitsForDep
 	}
 	// A write whose co-located receivers have not all written yet
 	// waits a little for them, to share the Save.
@@ -936,7 +938,7 @@ func (f *batchBuild) take(ref Ref) (bool, int) {
 				q.lingerT = time.NewTimer(p.linger.Sub(now))
 				q.lingerC = q.lingerT.C
 			}
-			return false, notNow
+			return notNow
 		}
 		p.expect = 0
 	}
@@ -956,7 +958,7 @@ func (f *batchBuild) take(ref Ref) (bool, int) {
 		delete(q.queued, ref)
 	}
 	q.sending[ref] = true
-	return true, tookIt
+	return tookIt
 }
 
 // send starts the Save of batch.

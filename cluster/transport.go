@@ -46,6 +46,17 @@ const (
 	// handshakeTimeout bounds a new connection's TLS handshake and HTTP/2
 	// preface, so that connections that never finish one do not pile up.
 	handshakeTimeout = 10 * time.Second
+	// windowBytes is each connection's and stream's HTTP/2 flow-control
+	// window, fixed (a peer has one stream per connection). gRPC's default
+	// window grows by estimating the link's bandwidth-delay product with a
+	// PING per round trip of data, and a PING and its ack are a write and
+	// two reads on each side: under load, as many syscalls as the calls
+	// themselves. A fixed window sends no PINGs and a WINDOW_UPDATE per
+	// quarter window received. 4 MiB covers a LAN's bandwidth-delay
+	// product many times over; it is also what a stalled receiver (see
+	// maxStreamBacklog) may have buffered per peer before its sender
+	// blocks.
+	windowBytes = 4 << 20
 )
 
 // serveFunc hands an envelope that arrived from the network to the local
@@ -108,6 +119,8 @@ func newTransport(log *slog.Logger, src ordotls.Source) *transport {
 			// A peer that stops answering (a partition stalls TCP) is
 			// detected and its stream failed.
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+			grpc.WithStaticStreamWindowSize(windowBytes),
+			grpc.WithStaticConnWindowSize(windowBytes),
 		},
 		peers:   make(map[string]*peer),
 		streams: make(map[*serverStream]struct{}),
@@ -145,6 +158,8 @@ func (t *transport) serve(fn serveFunc) {
 		grpc.MaxSendMsgSize(maxFrameBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.StaticStreamWindowSize(windowBytes),
+		grpc.StaticConnWindowSize(windowBytes),
 	}
 	if t.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.tls.ServerConfig())))

@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // fakeNode answers every call through answer, which returns the results to
@@ -158,5 +161,87 @@ func TestTransportRefusesOversizedEnvelope(t *testing.T) {
 	}
 	if rep.GetError().GetCode() != ordopb.Code_CODE_BAD_REQUEST || sent != 0 {
 		t.Fatalf("oversized envelope: reply %v, %d sent", rep, sent)
+	}
+}
+
+// countingConn counts the writes made on a connection: a syscall each.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, l.writes}, nil
+}
+
+// A call one way and its result the other are a write each, with no
+// flow-control traffic beside them: no bandwidth-estimating PING per round
+// trip (a write and its ack on each side), no WINDOW_UPDATE before a
+// quarter window has arrived. Counted over sequential calls, each alone
+// on the connection, after one call has set the connection up.
+func TestTransportWritesPerCall(t *testing.T) {
+	leakCheck(t)
+	var clientWrites, serverWrites atomic.Int64
+	srv, err := startTransport("127.0.0.1:0", "", quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close(false)
+	srv.ln = countingListener{srv.ln, &serverWrites}
+	srv.serve(func(_ peerID, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+		reply(&ordopb.Reply{RequestId: env.GetRequestId(), Payload: env.GetPayload()})
+	})
+	cl := newTransport(quietLog(), nil)
+	defer cl.close(false)
+	cl.dialOpts = append(cl.dialOpts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &clientWrites}, nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	call := func() {
+		t.Helper()
+		n++
+		id := fmt.Sprintf("r%d", n)
+		rep, err := cl.request(ctx, srv.addr, &ordopb.Envelope{RequestId: id, Payload: &anypb.Any{TypeUrl: "type.googleapis.com/ordo.test.Blob", Value: make([]byte, 512)}})
+		if err != nil || rep.GetRequestId() != id {
+			t.Fatalf("call %s: %v, %v", id, rep, err)
+		}
+	}
+	// The set-up's frames (SETTINGS and their acks) may still be on their
+	// way after the first call: wait for a call that is a write each way.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		c, s := clientWrites.Load(), serverWrites.Load()
+		call()
+		if c, s := clientWrites.Load()-c, serverWrites.Load()-s; c != 1 || s != 1 {
+			return fmt.Errorf("a call took %d writes from the client and %d from the server", c, s)
+		}
+		return nil
+	})
+	const calls = 300
+	c0, s0 := clientWrites.Load(), serverWrites.Load()
+	for range calls {
+		call()
+	}
+	if c, s := clientWrites.Load()-c0, serverWrites.Load()-s0; c != calls || s != calls {
+		t.Fatalf("%d calls, each alone on the connection: the client wrote %d times, the server %d; want %d each", calls, c, s, calls)
 	}
 }

@@ -118,7 +118,13 @@ type EventSourcing[S proto.Message] struct {
 // entity's durable history, kept in a journal by the store, which must
 // implement persistence.Journal (NewHost refuses the kind otherwise).
 // Handlers must not change c.State directly: a change no event carries is
-// lost at the next activation. Read handlers must not emit.
+// lost at the next activation, and at the next rollback. Read handlers
+// must not emit.
+//
+// A run that fails is rolled back to the state as of the last run kept:
+// an active entity that has emitted keeps a second copy of its state for
+// that, which Apply brings up to date with each kept run's events (a copy
+// of each), so that a run costs its events, not a copy of the state.
 //
 // The kind's requests, replies, dedup, output gate and group commit are
 // those of any kind; the difference is what a write stores (see the
@@ -257,12 +263,14 @@ func (c *Context[S]) Emit(event proto.Message) {
 	if err != nil {
 		panic(fmt.Sprintf("actors: %s: Emit: %v", e.en.ref, err))
 	}
-	if !b.cloned {
-		b.pre, b.cloned = proto.Clone(c.State).(S), true
+	if !b.hasBase {
+		b.base, b.hasBase = proto.Clone(c.State).(S), true
 	}
+	b.dirty = true
 	if err := ek.es.Apply(c.State, event); err != nil {
 		panic(fmt.Sprintf("actors: %s: Emit: applying %s: %v", e.en.ref, event.ProtoReflect().Descriptor().FullName(), err))
 	}
+	b.events = append(b.events, event)
 	e.es.run = append(e.es.run, data)
 	e.es.runBytes += len(data)
 }
@@ -291,16 +299,44 @@ func (b *typedBehavior[S]) applyStored(data []byte) error {
 	return nil
 }
 
+// keep makes the state the rollback point: it applies the run's events
+// to the base copy as well, which costs each event's Apply again rather
+// than a copy of the whole state per run. Each event is applied as a
+// copy of its own, since Apply may keep parts of it in the state, which
+// later events may change in place. An Apply that fails on the base (it
+// succeeded on the state: Apply is not deterministic) drops the base, to
+// be copied again by the next Emit.
 func (b *typedBehavior[S]) keep() {
-	var zero S
-	b.pre, b.cloned = zero, false
+	if b.hasBase {
+		apply := b.kind.es.es.Apply
+		for _, ev := range b.events {
+			if err := apply(b.base, proto.Clone(ev)); err != nil {
+				b.dropBase()
+				return
+			}
+		}
+	}
+	clear(b.events)
+	b.events, b.dirty = b.events[:0], false
 }
 
+// restore rolls the state back to the last run kept, if an event changed
+// it since.
 func (b *typedBehavior[S]) restore() {
-	if b.cloned {
-		b.state = b.pre
-		b.keep()
+	if b.dirty {
+		b.state = proto.Clone(b.base).(S)
 	}
+	clear(b.events)
+	b.events, b.dirty = b.events[:0], false
+}
+
+// dropBase forgets the base copy: the state was loaded anew, or the copy
+// can no longer be trusted.
+func (b *typedBehavior[S]) dropBase() {
+	var zero S
+	b.base, b.hasBase = zero, false
+	clear(b.events)
+	b.events, b.dirty = nil, false
 }
 
 // eventState is the event-sourcing side of one entity, used from its

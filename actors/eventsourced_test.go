@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -973,4 +974,123 @@ func TestEventSourcedReminders(t *testing.T) {
 		return nil
 	})
 	require.Len(t, journal(t, store, kind, "rm"), 1)
+}
+
+// shadowKind is an event-sourced account whose Apply keeps parts of its
+// events in the state and changes them in place later, which the state's
+// rollback point must not share: Added with Ballast makes the event's
+// bytes the state's, one without adds Delta to the first of them in place
+// (and to the balance); Note "fill" adds Delta entries to Pending. Add
+// emits Added{Delta, Ballast: Ballast bytes of 5, Note: Sender}; Reject
+// emits Added{Delta: 1} and fails; Get reads the first ballast byte and
+// the balance (as byte*1000 + balance) and the pending entries.
+func shadowKind() *actors.KindOf[*testpb.Ledger] {
+	return actors.MustKind("ledger", func() *testpb.Ledger { return new(testpb.Ledger) },
+		actors.EventSourced(actors.EventSourcing[*testpb.Ledger]{
+			Events: []proto.Message{(*testpb.Added)(nil)},
+			Apply: func(s *testpb.Ledger, ev proto.Message) error {
+				a := ev.(*testpb.Added)
+				switch {
+				case a.Note == "fill":
+					if s.Pending == nil {
+						s.Pending = make(map[string]int64)
+					}
+					for i := range a.Delta {
+						s.Pending[fmt.Sprintf("t%d", i)] = i
+					}
+					return nil
+				case a.Ballast != nil:
+					s.Ballast = a.Ballast
+				case len(s.Ballast) > 0:
+					s.Ballast[0] += byte(a.Delta)
+				}
+				s.Balance += a.Delta
+				return nil
+			},
+		}),
+		actors.On(func(c *ledgerCtx, m *testpb.Add) (*testpb.Value, error) {
+			ev := &testpb.Added{Delta: m.Delta, Note: m.Sender}
+			if m.Ballast > 0 {
+				ev.Ballast = bytes.Repeat([]byte{5}, int(m.Ballast))
+			}
+			c.Emit(ev)
+			return &testpb.Value{Value: c.State.Balance}, nil
+		}),
+		actors.On(func(c *ledgerCtx, _ *testpb.Reject) (*testpb.Value, error) {
+			c.Emit(&testpb.Added{Delta: 1})
+			return nil, actors.HandlerError("no", "rejected after emitting")
+		}),
+		actors.OnRead(func(c *ledgerCtx, _ *testpb.Get) (*testpb.Value, error) {
+			v := c.State.Balance
+			if len(c.State.Ballast) > 0 {
+				v += 1000 * int64(c.State.Ballast[0])
+			}
+			return &testpb.Value{Value: v, PrevSeq: uint64(len(c.State.Pending))}, nil
+		}))
+}
+
+// A rolled-back run restores the state as of the last run kept, even when
+// Apply keeps an event's bytes in the state and a later event changes them
+// in place: the rollback point holds copies of its own.
+func TestEventSourcedRollbackPointSharesNothing(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	h := esHost(t, store, 1, nil, shadowKind())
+	ctx := testCtx(t)
+	r := actors.Ref{Kind: "ledger", ID: "a"}
+	get := func() int64 {
+		t.Helper()
+		v, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Get{})
+		require.NoError(t, err)
+		return v.Value
+	}
+	reject := func() {
+		t.Helper()
+		_, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Reject{})
+		require.ErrorIs(t, err, actors.ErrHandler)
+	}
+	_, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Add{Delta: 1, Ballast: 1})
+	require.NoError(t, err)
+	require.EqualValues(t, 5001, get())
+	reject()
+	require.EqualValues(t, 5001, get(), "the rejected run's event changed the rollback point")
+	_, err = actors.Call[*testpb.Value](ctx, h, r, &testpb.Add{Delta: 2})
+	require.NoError(t, err)
+	require.EqualValues(t, 7003, get())
+	reject()
+	reject()
+	require.EqualValues(t, 7003, get())
+}
+
+// A run's events cost what applying them costs, not a copy of the state:
+// writes to an account holding 10,000 pending entries allocate as few
+// times as writes to an empty one. Counted with the entity active, its
+// rollback point made, and outside snapshot writes (SnapshotEvery 1000).
+func TestEmitCostsNoCopyOfTheState(t *testing.T) {
+	store := memory.New()
+	defer store.Close()
+	h := esHost(t, store, 1, nil, shadowKind())
+	ctx := testCtx(t)
+	allocs := func(id string, fill int64) float64 {
+		r := actors.Ref{Kind: "ledger", ID: id}
+		if fill > 0 {
+			_, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Add{Delta: fill, Sender: "fill"})
+			require.NoError(t, err)
+		}
+		for range 3 {
+			_, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Add{Delta: 1})
+			require.NoError(t, err)
+		}
+		v, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Get{})
+		require.NoError(t, err)
+		require.EqualValues(t, fill, v.PrevSeq)
+		return testing.AllocsPerRun(50, func() {
+			if _, err := actors.Call[*testpb.Value](ctx, h, r, &testpb.Add{Delta: 1}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	small, large := allocs("small", 0), allocs("large", 10_000)
+	t.Logf("allocations per write: %.0f with an empty state, %.0f with 10,000 entries", small, large)
+	require.Less(t, large, small+50, "a write to the large state allocates per entry")
 }

@@ -517,10 +517,16 @@ type typedBehavior[S proto.Message] struct {
 	kind  *KindOf[S]
 	ent   *entity
 	state S
-	// pre is the state as of the run's start, cloned by its first Emit
-	// (event-sourced kinds, see eventsourced.go); cloned says it is set.
-	pre    S
-	cloned bool
+	// Event-sourced kinds (see eventsourced.go): base is a second copy of
+	// the state as of the last run kept, made by the entity's first Emit
+	// (hasBase) and brought up to date by keep, which applies the kept
+	// runs' events to it too; restore copies it back. events are the
+	// run's events not yet applied to base; dirty says the state may have
+	// changed since base.
+	base    S
+	hasBase bool
+	events  []proto.Message
+	dirty   bool
 }
 
 func (k *KindOf[S]) newBehavior() behavior {
@@ -551,6 +557,7 @@ func (b *typedBehavior[S]) load(data []byte) error {
 		}
 	}
 	b.state = s
+	b.dropBase()
 	return nil
 }
 

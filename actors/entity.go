@@ -864,7 +864,7 @@ func (e *entity) lookupRecent(id string) *ordopb.DedupEntry {
 
 // remember records the reply to request id in the dedup window.
 func (e *entity) remember(id string, hash uint64, rep *ordopb.Reply) {
-	enc := encodeRecent(compactRecent(id, hash, rep))
+	enc := encodeRecent(id, hash, rep)
 	e.recentEnc = append(e.recentEnc, enc)
 	e.recentIDs = append(e.recentIDs, id)
 	e.recentSize += len(enc)
@@ -1018,20 +1018,13 @@ func (e *entity) loadWindow(stored *ordopb.EntityRecord) ([]*ordopb.DedupEntry, 
 // carries (anypb.New's).
 const anyPrefix = "type.googleapis.com/"
 
-// compactRecent returns the form of a dedup entry that records keep: the
-// reply without the request ID (the entry has it) and its payload's type
-// URL without anyPrefix. An entity's record keeps up to DedupWindow
-// entries and is written whole on every Save, so each byte here is
-// written DedupWindow times. rep is not modified.
-func compactRecent(id string, hash uint64, rep *ordopb.Reply) *ordopb.DedupEntry {
-	short := &ordopb.Reply{Error: rep.GetError()}
-	if p := rep.GetPayload(); p != nil {
-		short.Payload = &anypb.Any{TypeUrl: strings.TrimPrefix(p.GetTypeUrl(), anyPrefix), Value: p.GetValue()}
-	}
-	return &ordopb.DedupEntry{RequestId: id, Reply: short, PayloadHash: hash}
-}
+// Records keep dedup entries in a compact form (encodeRecent): the reply
+// without the request ID (the entry has it) and its payload's type URL
+// without anyPrefix. An entity's record keeps up to DedupWindow entries
+// and is written whole on every Save, so each byte here is written
+// DedupWindow times.
 
-// expandRecent undoes compactRecent in place. Entries stored whole (as
+// expandRecent undoes the compact form in place. Entries stored whole (as
 // older records hold them) are left as they are.
 func expandRecent(d *ordopb.DedupEntry) {
 	rep := d.GetReply()
@@ -1059,17 +1052,86 @@ func payloadHash(p *anypb.Any) uint64 {
 // recentField is the field number of EntityRecord.recent.
 const recentField = 4
 
-// encodeRecent encodes one dedup entry as an EntityRecord.recent field, so
-// that a record is its scalar fields followed by the entries' bytes,
-// without re-encoding the whole window on every write.
-func encodeRecent(d *ordopb.DedupEntry) []byte {
-	body, err := proto.Marshal(d)
-	if err != nil {
-		// Every field of a DedupEntry is encodable; failing here is a bug.
-		panic(fmt.Sprintf("actors: encoding dedup entry: %v", err))
+// encodeRecent encodes the dedup entry of request id, its payload's hash
+// and its reply rep, in its compact form (see expandRecent), as an
+// EntityRecord.recent field, so that a record is its scalar fields
+// followed by the entries' bytes, without re-encoding the whole window on
+// every write. The bytes are those proto.Marshal makes of the compact
+// entry (TestEncodeRecentMatchesMarshal), written directly into one
+// buffer: an entry is encoded on every write. rep is not modified.
+func encodeRecent(id string, hash uint64, rep *ordopb.Reply) []byte {
+	const (
+		entryID, entryReply, entryHash = 1, 2, 3
+		replyPayload, replyError       = 2, 3
+		anyTypeURL, anyValue           = 1, 2
+	)
+	var payload, errBytes []byte
+	var typeURL string
+	anyLen := 0
+	p := rep.GetPayload()
+	if p != nil {
+		payload = p.GetValue()
+		typeURL = strings.TrimPrefix(p.GetTypeUrl(), anyPrefix)
+		anyLen = sizeBytesField(anyTypeURL, len(typeURL)) + sizeBytesField(anyValue, len(payload))
 	}
-	b := protowire.AppendTag(make([]byte, 0, len(body)+8), recentField, protowire.BytesType)
-	return protowire.AppendBytes(b, body)
+	if e := rep.GetError(); e != nil {
+		var err error
+		if errBytes, err = proto.Marshal(e); err != nil {
+			// Every field of an Error is encodable; failing here is a bug.
+			panic(fmt.Sprintf("actors: encoding dedup entry: %v", err))
+		}
+	}
+	replyLen := 0
+	if p != nil {
+		replyLen += protowire.SizeTag(replyPayload) + protowire.SizeBytes(anyLen)
+	}
+	if rep.GetError() != nil {
+		replyLen += protowire.SizeTag(replyError) + protowire.SizeBytes(len(errBytes))
+	}
+	bodyLen := sizeBytesField(entryID, len(id)) + protowire.SizeTag(entryReply) + protowire.SizeBytes(replyLen)
+	if hash != 0 {
+		bodyLen += protowire.SizeTag(entryHash) + protowire.SizeFixed64()
+	}
+	b := make([]byte, 0, protowire.SizeTag(recentField)+protowire.SizeBytes(bodyLen))
+	b = protowire.AppendTag(b, recentField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(bodyLen))
+	b = appendBytesField(b, entryID, id)
+	b = protowire.AppendTag(b, entryReply, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(replyLen))
+	if p != nil {
+		b = protowire.AppendTag(b, replyPayload, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(anyLen))
+		b = appendBytesField(b, anyTypeURL, typeURL)
+		b = appendBytesField(b, anyValue, payload)
+	}
+	if rep.GetError() != nil {
+		b = protowire.AppendTag(b, replyError, protowire.BytesType)
+		b = protowire.AppendBytes(b, errBytes)
+	}
+	if hash != 0 {
+		b = protowire.AppendTag(b, entryHash, protowire.Fixed64Type)
+		b = protowire.AppendFixed64(b, hash)
+	}
+	return b
+}
+
+// sizeBytesField is the size of a proto3 string or bytes field of n bytes:
+// none when empty.
+func sizeBytesField(num protowire.Number, n int) int {
+	if n == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// appendBytesField appends a proto3 string or bytes field, unless empty.
+func appendBytesField[T string | []byte](b []byte, num protowire.Number, v T) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 // persist hands the entity's new state (encoded, and the rollback point
@@ -1342,7 +1404,7 @@ func (e *entity) activate(presume bool) error {
 	e.recentSize = 0
 	for i, d := range recent {
 		e.recentIDs[i] = d.GetRequestId()
-		e.recentEnc[i] = encodeRecent(compactRecent(d.GetRequestId(), d.GetPayloadHash(), d.GetReply()))
+		e.recentEnc[i] = encodeRecent(d.GetRequestId(), d.GetPayloadHash(), d.GetReply())
 		e.recentSize += len(e.recentEnc[i])
 		if e.recentIdx != nil {
 			e.recentIdx[d.GetRequestId()] = e.recentEnc[i]

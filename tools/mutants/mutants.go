@@ -405,6 +405,32 @@ var mutants = []Mutant{
 
 	// ---- actors: event-sourced kinds ----
 	{
+		Name:  "actors/es-rollback-point-copies-events",
+		Guard: "an event-sourced entity's rollback point shares nothing with the state, even when Apply keeps parts of an event",
+		File:  "actors/eventsourced.go",
+		Orig:  `if err := apply(b.base, proto.Clone(ev)); err != nil {`,
+		Repl:  `if err := apply(b.base, ev); err != nil {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/es-emit-copies-no-state",
+		Guard: "a run's events cost their Apply, not a copy of the state",
+		File:  "actors/eventsourced.go",
+		Orig: `	if !b.hasBase {
+		b.base, b.hasBase = proto.Clone(c.State).(S), true`,
+		Repl: `	if true {
+		b.base, b.hasBase = proto.Clone(c.State).(S), true`,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/dedup-entry-bytes",
+		Guard: "a dedup entry is stored in the bytes proto.Marshal makes of its compact form",
+		File:  "actors/entity.go",
+		Orig:  `typeURL = strings.TrimPrefix(p.GetTypeUrl(), anyPrefix)`,
+		Repl:  `typeURL = p.GetTypeUrl()`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/events-with-record",
 		Guard: "S1, S3: a run's events are appended in the same Save as its record and dedup entry",
 		File:  "actors/batcher.go",
@@ -620,6 +646,15 @@ var mutants = []Mutant{
 	},
 
 	// ---- cluster ----
+	{
+		Name:  "cluster/transport-fixed-window",
+		Guard: "a call and its result are a write each way, with no flow-control PING per round trip",
+		File:  "cluster/transport.go",
+		Orig: `			grpc.WithStaticStreamWindowSize(windowBytes),
+			grpc.WithStaticConnWindowSize(windowBytes),`,
+		Repl: ``,
+		Pkgs: []string{"./cluster"},
+	},
 	{
 		Name:  "cluster/lease-wiring",
 		Guard: "S2: the host's replies are gated on the placement lease",

@@ -263,14 +263,14 @@ func (c *Context[S]) Emit(event proto.Message) {
 	if err != nil {
 		panic(fmt.Sprintf("actors: %s: Emit: %v", e.en.ref, err))
 	}
-	if !b.hasBase {
-		b.base, b.hasBase = proto.Clone(c.State).(S), true
+	if b.rb == nil {
+		b.rb = &rollbackPoint[S]{base: proto.Clone(c.State).(S)}
 	}
-	b.dirty = true
+	b.rb.dirty = true
 	if err := ek.es.Apply(c.State, event); err != nil {
 		panic(fmt.Sprintf("actors: %s: Emit: applying %s: %v", e.en.ref, event.ProtoReflect().Descriptor().FullName(), err))
 	}
-	b.events = append(b.events, event)
+	b.rb.events = append(b.rb.events, event)
 	e.es.run = append(e.es.run, data)
 	e.es.runBytes += len(data)
 }
@@ -299,6 +299,19 @@ func (b *typedBehavior[S]) applyStored(data []byte) error {
 	return nil
 }
 
+// rollbackPoint is an event-sourced entity's rollback point: base is a
+// second copy of its state as of the last run kept, made by the entity's
+// first Emit and brought up to date by keep, which applies the kept runs'
+// events to it too; restore copies it back. events are the run's events
+// not yet applied to base; dirty says the state may have changed since
+// base. It lives apart from typedBehavior, so that entities of other
+// kinds do not carry its fields.
+type rollbackPoint[S proto.Message] struct {
+	base   S
+	events []proto.Message
+	dirty  bool
+}
+
 // keep makes the state the rollback point: it applies the run's events
 // to the base copy as well, which costs each event's Apply again rather
 // than a copy of the whole state per run. Each event is applied as a
@@ -307,36 +320,33 @@ func (b *typedBehavior[S]) applyStored(data []byte) error {
 // succeeded on the state: Apply is not deterministic) drops the base, to
 // be copied again by the next Emit.
 func (b *typedBehavior[S]) keep() {
-	if b.hasBase {
-		apply := b.kind.es.es.Apply
-		for _, ev := range b.events {
-			if err := apply(b.base, proto.Clone(ev)); err != nil {
-				b.dropBase()
-				return
-			}
+	rb := b.rb
+	if rb == nil {
+		return
+	}
+	apply := b.kind.es.es.Apply
+	for _, ev := range rb.events {
+		if err := apply(rb.base, proto.Clone(ev)); err != nil {
+			b.rb = nil
+			return
 		}
 	}
-	clear(b.events)
-	b.events, b.dirty = b.events[:0], false
+	clear(rb.events)
+	rb.events, rb.dirty = rb.events[:0], false
 }
 
 // restore rolls the state back to the last run kept, if an event changed
 // it since.
 func (b *typedBehavior[S]) restore() {
-	if b.dirty {
-		b.state = proto.Clone(b.base).(S)
+	rb := b.rb
+	if rb == nil {
+		return
 	}
-	clear(b.events)
-	b.events, b.dirty = b.events[:0], false
-}
-
-// dropBase forgets the base copy: the state was loaded anew, or the copy
-// can no longer be trusted.
-func (b *typedBehavior[S]) dropBase() {
-	var zero S
-	b.base, b.hasBase = zero, false
-	clear(b.events)
-	b.events, b.dirty = nil, false
+	if rb.dirty {
+		b.state = proto.Clone(rb.base).(S)
+	}
+	clear(rb.events)
+	rb.events, rb.dirty = rb.events[:0], false
 }
 
 // eventState is the event-sourcing side of one entity, used from its

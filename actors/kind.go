@@ -517,16 +517,9 @@ type typedBehavior[S proto.Message] struct {
 	kind  *KindOf[S]
 	ent   *entity
 	state S
-	// Event-sourced kinds (see eventsourced.go): base is a second copy of
-	// the state as of the last run kept, made by the entity's first Emit
-	// (hasBase) and brought up to date by keep, which applies the kept
-	// runs' events to it too; restore copies it back. events are the
-	// run's events not yet applied to base; dirty says the state may have
-	// changed since base.
-	base    S
-	hasBase bool
-	events  []proto.Message
-	dirty   bool
+	// rb is an event-sourced entity's rollback point (eventsourced.go),
+	// nil until its first Emit and after a load.
+	rb *rollbackPoint[S]
 }
 
 func (k *KindOf[S]) newBehavior() behavior {
@@ -557,7 +550,7 @@ func (b *typedBehavior[S]) load(data []byte) error {
 		}
 	}
 	b.state = s
-	b.dropBase()
+	b.rb = nil
 	return nil
 }
 

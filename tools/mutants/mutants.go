@@ -408,18 +408,18 @@ var mutants = []Mutant{
 		Name:  "actors/es-rollback-point-copies-events",
 		Guard: "an event-sourced entity's rollback point shares nothing with the state, even when Apply keeps parts of an event",
 		File:  "actors/eventsourced.go",
-		Orig:  `if err := apply(b.base, proto.Clone(ev)); err != nil {`,
-		Repl:  `if err := apply(b.base, ev); err != nil {`,
+		Orig:  `if err := apply(rb.base, proto.Clone(ev)); err != nil {`,
+		Repl:  `if err := apply(rb.base, ev); err != nil {`,
 		Pkgs:  []string{"./actors"},
 	},
 	{
 		Name:  "actors/es-emit-copies-no-state",
 		Guard: "a run's events cost their Apply, not a copy of the state",
 		File:  "actors/eventsourced.go",
-		Orig: `	if !b.hasBase {
-		b.base, b.hasBase = proto.Clone(c.State).(S), true`,
+		Orig: `	if b.rb == nil {
+		b.rb = &rollbackPoint[S]{base: proto.Clone(c.State).(S)}`,
 		Repl: `	if true {
-		b.base, b.hasBase = proto.Clone(c.State).(S), true`,
+		b.rb = &rollbackPoint[S]{base: proto.Clone(c.State).(S)}`,
 		Pkgs: []string{"./actors"},
 	},
 	{

@@ -17,9 +17,11 @@ import (
 // reply, or with an error reply when ctx ends first. It makes no attempt
 // while from.Current() is false: the message waits (from.Changed) until it
 // is true again, or gives up (ErrSenderGone) once ctx ends, which it does
-// when the sender's shard ownership ends. The cluster package supplies a
-// router that finds the owner and retries; without one, a Host routes to
-// itself.
+// when the sender's shard ownership ends. A one-way envelope
+// (env.OneWay, from AtMostOnce) is delivered on at most one attempt, and
+// nothing waits for its reply: done may be called with nil as soon as it
+// has left or been dropped. The cluster package supplies a router that
+// finds the owner and retries; without one, a Host routes to itself.
 type Router interface {
 	Route(ctx context.Context, env *ordopb.Envelope, from Sender, done func(*ordopb.Reply))
 }

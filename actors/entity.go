@@ -172,6 +172,9 @@ type outMsg struct {
 	cont func(*anypb.Any, error) error
 	// policy is the message's retry policy.
 	policy RetryPolicy
+	// oneWay: sent once, and its reply is neither sent nor awaited
+	// (AtMostOnce); it is forgotten as soon as it leaves.
+	oneWay bool
 
 	id       uint64 // key in entity.outs, once released
 	dep      uint64 // the sender's write the message was released behind
@@ -1428,12 +1431,15 @@ func (e *entity) activate(presume bool) error {
 // outbox, which a failed run discards.
 func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error) error,
 	runMD map[string]string, opts []RequestOption) {
-	policy, md, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
+	o, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
 	out := &outMsg{
-		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: md, Sender: e.en.ref.Proto(),
-			SenderFence: &ordopb.SenderFence{Shard: e.en.shard.id, Epoch: e.epoch}},
+		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: o.md, Sender: e.en.ref.Proto(),
+			SenderFence: &ordopb.SenderFence{Shard: e.en.shard.id, Epoch: e.epoch}, OneWay: o.oneWay},
 		to:   ref,
-		cont: cont, policy: policy,
+		cont: cont, policy: o.policy, oneWay: o.oneWay,
+	}
+	if err == nil && o.oneWay && cont != nil {
+		err = errors.New("AtMostOnce applies to Send: a Request waits for a reply")
 	}
 	if err == nil {
 		if ShardOf(ref, e.h.cfg.Shards) == e.en.shard.id {
@@ -1457,6 +1463,7 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 		}
 		out.msg, out.env.Payload = nil, nil
 		out.err = errf(ordopb.Code_CODE_BAD_REQUEST, "message to %s: %v", ref, err)
+		out.oneWay = false // its continuation gets err
 	}
 	e.outbox = append(e.outbox, out)
 }
@@ -1488,6 +1495,11 @@ func (e *entity) flushOutbox(dep uint64) {
 // dispatch makes the first attempt of a released message, after the
 // backoff its request reached if it failed recently (a resend).
 func (e *entity) dispatch(out *outMsg) {
+	if out.oneWay {
+		e.attempt(out)
+		e.forgetOut(out)
+		return
+	}
 	if wait := e.backoffWait(backoffKey{out.to, out.env.GetRequestId()}, timeNow()); wait > 0 {
 		e.schedule(out, wait)
 		return
@@ -1538,6 +1550,9 @@ func (e *entity) attempt(out *outMsg) {
 	}
 	gen, id, pid, root := e.gen, out.id, e.self, e.h.system.Root
 	done := func(rep *ordopb.Reply) { root.Send(pid, &contDone{gen: gen, id: id, rep: rep}) }
+	if out.oneWay {
+		done = func(*ordopb.Reply) {} // nobody waits: the reply, if any, is dropped
+	}
 	if out.err != nil {
 		done(errReply(out.env, out.err)) // delivered as a later message, never re-entrantly
 		return
@@ -1548,9 +1563,11 @@ func (e *entity) attempt(out *outMsg) {
 		env.DeadlineUnixNano = deadline
 	} else {
 		// A copy: an earlier attempt's envelope may still be read (a
-		// router abandons a slow attempt without waiting for it).
+		// router abandons a slow attempt without waiting for it). It
+		// names its sender and fence as the first did; it carries no
+		// AsNew hint (ForRetry).
 		env = &ordopb.Envelope{Target: env.Target, RequestId: env.RequestId, Payload: env.Payload,
-			Metadata: env.Metadata, DeadlineUnixNano: deadline}
+			Metadata: env.Metadata, DeadlineUnixNano: deadline, Sender: env.Sender, SenderFence: env.SenderFence}
 	}
 	if out.msg != nil {
 		msg := out.msg

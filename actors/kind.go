@@ -435,7 +435,8 @@ func (c *Context[S]) WriteBehind() {
 // an ID derived from durable state so that a resend is recognised.
 // The message carries the run's metadata (see WithOutgoingMetadata) and is
 // retried like a Request (HostConfig.Retry, WithRetry); its outcome is
-// not reported. Messages retried or resent may overtake later ones.
+// not reported. Messages retried or resent may overtake later ones. With
+// AtMostOnce it is sent once and not acknowledged at all.
 func (c *Context[S]) Send(ref Ref, msg proto.Message, requestID string, opts ...RequestOption) {
 	c.ent.outgoing(ref, msg, requestID, nil, c.run.md, opts)
 }

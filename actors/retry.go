@@ -123,8 +123,27 @@ func retryableAttempt(err error) bool {
 type RequestOption func(*requestOptions)
 
 type requestOptions struct {
-	retry *RetryPolicy
-	md    map[string]string // set on top of the run's metadata
+	retry  *RetryPolicy
+	md     map[string]string // set on top of the run's metadata
+	oneWay bool
+}
+
+// AtMostOnce sends a Send's message once, unacknowledged: the receiver
+// handles it like any other message (deduplicated by its request ID) but
+// sends no reply, and the message is not retried. It is lost if it cannot
+// be delivered on its first attempt: the receiver's node is down or
+// unreachable, its shard is moving or has no owner, or its host is
+// overloaded. What it saves is the reply's trip back (a network message
+// when the receiver is on another node) and a run of the sender per
+// message.
+//
+// Use it only for messages whose loss something else repairs, as a
+// reminder that sends them again: the bank's Forget, which an account's
+// settle reminder asks for again. A Request with AtMostOnce fails with
+// ErrBadRequest (it has no reply to wait for), and WithRetry has no
+// effect with it.
+func AtMostOnce() RequestOption {
+	return func(o *requestOptions) { o.oneWay = true }
 }
 
 // WithRetry makes the message retried with p instead of HostConfig.Retry.
@@ -147,31 +166,37 @@ func WithOutgoingMetadata(key, value string) RequestOption {
 	}
 }
 
+// resolvedOptions are one message's options over the host's defaults.
+type resolvedOptions struct {
+	policy RetryPolicy
+	md     map[string]string // the run's metadata plus overrides
+	oneWay bool              // AtMostOnce
+}
+
 // resolveRequestOptions applies opts over the host's defaults: the retry
 // policy and the metadata (run's metadata plus overrides) of one message.
-func resolveRequestOptions(def RetryPolicy, runMD map[string]string, opts []RequestOption) (RetryPolicy, map[string]string, error) {
+func resolveRequestOptions(def RetryPolicy, runMD map[string]string, opts []RequestOption) (resolvedOptions, error) {
 	if len(opts) == 0 {
-		return def, runMD, nil
+		return resolvedOptions{policy: def, md: runMD}, nil
 	}
 	var o requestOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	p := def
+	r := resolvedOptions{policy: def, md: runMD, oneWay: o.oneWay}
 	if o.retry != nil {
-		p = *o.retry
-		if err := p.Validate(); err != nil {
-			return p, nil, err
+		r.policy = *o.retry
+		if err := r.policy.Validate(); err != nil {
+			return r, err
 		}
 	}
-	md := runMD
 	if len(o.md) > 0 {
-		md = make(map[string]string, len(runMD)+len(o.md))
-		maps.Copy(md, runMD)
-		maps.Copy(md, o.md)
-		if err := validateMetadata(md); err != nil {
-			return p, nil, fmt.Errorf("actors: %w", err)
+		r.md = make(map[string]string, len(runMD)+len(o.md))
+		maps.Copy(r.md, runMD)
+		maps.Copy(r.md, o.md)
+		if err := validateMetadata(r.md); err != nil {
+			return r, fmt.Errorf("actors: %w", err)
 		}
 	}
-	return p, md, nil
+	return r, nil
 }

@@ -261,7 +261,8 @@ func (d *Dev) Stats() actors.HostStats { return d.host.Stats() }
 func (d *Dev) Store() persistence.Store { return d.store }
 
 // devRouter routes entity-to-entity messages of a Dev: within its host,
-// retried like calls (see Dev.invoke), each on its own goroutine.
+// retried like calls (see Dev.invoke), each on its own goroutine; a
+// one-way message (actors.AtMostOnce) is submitted once.
 type devRouter struct{ d *Dev }
 
 // Route implements actors.Router.
@@ -272,6 +273,15 @@ func (r devRouter) Route(ctx context.Context, env *ordopb.Envelope, from actors.
 		d.mu.Unlock()
 		done(&ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(
 			&actors.Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: ErrClosed.Error()})})
+		return
+	}
+	if env.GetOneWay() {
+		// One attempt, unacknowledged (actors.AtMostOnce).
+		d.mu.Unlock()
+		if from == nil || from.Current() {
+			d.host.Submit(env, func(*ordopb.Reply) {})
+		}
+		done(nil)
 		return
 	}
 	d.wg.Add(1)

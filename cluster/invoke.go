@@ -135,6 +135,10 @@ func (r *router) send(ctx context.Context, env *ordopb.Envelope, from actors.Sen
 }
 
 func (r *router) invoke(ctx context.Context, env *ordopb.Envelope, from actors.Sender) (*ordopb.Reply, error) {
+	if env.GetOneWay() {
+		return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(&actors.Error{Code: ordopb.Code_CODE_BAD_REQUEST,
+			Message: "a one-way envelope has no reply to wait for: an entity sends it with Send and AtMostOnce"})}, nil
+	}
 	if d, ok := ctx.Deadline(); ok && env.GetDeadlineUnixNano() == 0 {
 		env.DeadlineUnixNano = d.UnixNano()
 	}
@@ -311,8 +315,20 @@ func (w *ownerWatch) moved() bool {
 }
 
 // Route implements actors.Router for entity-to-entity messages: it runs
-// Invoke on its own goroutine and reports the outcome through done.
+// Invoke on its own goroutine and reports the outcome through done. A
+// one-way message (actors.AtMostOnce) is sent at once, on the caller's
+// goroutine, and done(nil) follows: nothing waits for it (sendOneWay).
 func (r *router) Route(ctx context.Context, env *ordopb.Envelope, from actors.Sender, done func(*ordopb.Reply)) {
+	if env.GetOneWay() {
+		if err := r.sendOneWay(env, from); err != nil {
+			r.metrics.oneWayDropped.Inc()
+			r.log.Debug("one-way message dropped", "target", env.GetTarget(), "request", env.GetRequestId(), "err", err)
+		} else {
+			r.metrics.oneWaySent.Inc()
+		}
+		done(nil)
+		return
+	}
 	go func() {
 		rep, err := r.send(ctx, env, from)
 		if err != nil {
@@ -321,4 +337,37 @@ func (r *router) Route(ctx context.Context, env *ordopb.Envelope, from actors.Se
 		}
 		done(rep)
 	}()
+}
+
+// sendOneWay makes a one-way message's only attempt without blocking: to
+// the local host, or queued on the owner's stream, which sends no result
+// for it. It reports why the message was not sent, if it was not (the
+// sender may not send, the shard has no owner or the owner no address,
+// the envelope is too large, the stream to the owner has failed); a
+// message sent may still be lost on the way.
+func (r *router) sendOneWay(env *ordopb.Envelope, from actors.Sender) error {
+	if from != nil && !from.Current() {
+		return actors.ErrSenderGone
+	}
+	ref, err := actors.RefFromProto(env.GetTarget())
+	if err != nil {
+		return err
+	}
+	shard := actors.ShardOf(ref, r.shards)
+	owner, ok := r.table.Lookup(shard)
+	if !ok {
+		return fmt.Errorf("%w %d", errNoOwner, shard)
+	}
+	if owner.NodeID == r.self && r.local != nil {
+		if !r.hosts(ref.Kind) {
+			return r.missingKind(r.self, ref.Kind)
+		}
+		r.local.Submit(env, func(*ordopb.Reply) {})
+		return nil
+	}
+	info, ok := r.table.Node(owner.NodeID)
+	if !ok || info.RemoteAddr == "" {
+		return fmt.Errorf("%w: owner %s of shard %d not registered", errUnreachable, owner.NodeID, shard)
+	}
+	return r.tr.sendOneWay(info.RemoteAddr, env)
 }

@@ -11,13 +11,16 @@ import (
 // metrics are one node's (or client's) Prometheus collectors, registered
 // on its own registry so that several nodes can share a process.
 type metrics struct {
-	reg       *prometheus.Registry
-	calls     *prometheus.CounterVec   // by kind, outcome (caller side)
-	latency   *prometheus.HistogramVec // by kind (caller side)
-	served    *prometheus.CounterVec   // by kind, outcome (owner side)
-	retries   prometheus.Counter
-	handoffs  prometheus.Counter
-	failovers prometheus.Counter
+	reg     *prometheus.Registry
+	calls   *prometheus.CounterVec   // by kind, outcome (caller side)
+	latency *prometheus.HistogramVec // by kind (caller side)
+	served  *prometheus.CounterVec   // by kind, outcome (owner side)
+	retries prometheus.Counter
+	// oneWaySent and oneWayDropped count entities' one-way messages
+	// (actors.AtMostOnce) sent, and dropped before they left.
+	oneWaySent, oneWayDropped prometheus.Counter
+	handoffs                  prometheus.Counter
+	failovers                 prometheus.Counter
 	// failoverChecks counts the checks of a dead node's lease this node
 	// made as its revoker.
 	failoverChecks prometheus.Counter
@@ -40,6 +43,12 @@ func newMetrics() *metrics {
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ordo_call_retries_total", Help: "Call attempts retried (not here, fenced, unavailable, unreachable).",
 		}),
+		oneWaySent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ordo_one_way_sent_total", Help: "Entities' one-way messages (AtMostOnce) sent: handed to the local host or queued to the owner.",
+		}),
+		oneWayDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ordo_one_way_dropped_total", Help: "Entities' one-way messages (AtMostOnce) dropped before they left (no owner, owner unreachable, sender not current).",
+		}),
 		handoffs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ordo_handoffs_total", Help: "Shards this node released gracefully.",
 		}),
@@ -54,7 +63,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.handoffs, m.failovers, m.failoverChecks, m.batch)
+	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.oneWaySent, m.oneWayDropped, m.handoffs, m.failovers, m.failoverChecks, m.batch)
 	return m
 }
 

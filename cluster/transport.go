@@ -176,6 +176,21 @@ func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelo
 	return t.requestWhile(ctx, addr, env, nil)
 }
 
+// sendOneWay queues a one-way envelope (env.OneWay) on the stream to addr
+// and returns: the other side sends no result for it. It fails if the
+// envelope is too large or the stream to addr has failed; once queued, the
+// envelope may still be lost with the stream.
+func (t *transport) sendOneWay(addr string, env *ordopb.Envelope) error {
+	if size := proto.Size(env); size > maxEnvelopeBytes {
+		return fmt.Errorf("envelope of %d bytes exceeds the transport's %d", size, maxEnvelopeBytes)
+	}
+	p, err := t.peer(addr)
+	if err != nil {
+		return err
+	}
+	return p.addOneWay(env)
+}
+
 // errOwnerMoved ends a request whose shard has another owner now (see
 // ownerWatch).
 var errOwnerMoved = errors.New("the shard's owner changed while the call was in flight")
@@ -342,6 +357,25 @@ func (p *peer) add(env *ordopb.Envelope) (uint64, chan *ordopb.Reply, error) {
 	default:
 	}
 	return id, ch, nil
+}
+
+// addOneWay queues a one-way env: no call waits for its result (none
+// comes).
+func (p *peer) addOneWay(env *ordopb.Envelope) error {
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		return p.wrap(err)
+	}
+	p.next++
+	p.queue = append(p.queue, &ordopb.Call{Id: p.next, Envelope: env})
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // forget drops a call whose caller stopped waiting; a late result for it
@@ -512,6 +546,12 @@ func (s *transportServer) receive(stream ordopb.Transport_CallsServer, ss *serve
 				continue
 			}
 			ss.begin()
+			if env.GetOneWay() {
+				// Its caller wants no result: it is owed nothing once the
+				// host has answered.
+				s.fn(ss.caller, env, func(*ordopb.Reply) { ss.settle() })
+				continue
+			}
 			s.fn(ss.caller, env, func(rep *ordopb.Reply) { ss.put(&ordopb.Result{Id: id, Reply: rep}, true) })
 		}
 	}
@@ -605,6 +645,18 @@ func (ss *serverStream) put(r *ordopb.Result, settles bool) {
 	ss.mu.Unlock()
 	select {
 	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle records the host's answer to a one-way call, which is sent to
+// nobody.
+func (ss *serverStream) settle() {
+	ss.mu.Lock()
+	ss.inflight--
+	ss.mu.Unlock()
+	select {
+	case ss.wake <- struct{}{}: // the sender notifies flush's and the reader's waiters
 	default:
 	}
 }

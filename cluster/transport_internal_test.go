@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,5 +246,67 @@ func TestTransportWritesPerCall(t *testing.T) {
 	}
 	if c, s := clientWrites.Load()-c0, serverWrites.Load()-s0; c != calls || s != calls {
 		t.Fatalf("%d calls, each alone on the connection: the client wrote %d times, the server %d; want %d each", calls, c, s, calls)
+	}
+}
+
+// One-way calls reach the serving side in order, and it sends no result
+// for them: of 50 one-way calls and a call behind them, the stream sends
+// one result, and owes nothing once the host has answered them all.
+func TestTransportOneWay(t *testing.T) {
+	leakCheck(t)
+	srv, err := startTransport("127.0.0.1:0", "", quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close(false)
+	var mu sync.Mutex
+	var served []string
+	srv.serve(func(_ peerID, env *ordopb.Envelope, reply func(*ordopb.Reply)) {
+		mu.Lock()
+		served = append(served, env.GetRequestId())
+		mu.Unlock()
+		reply(&ordopb.Reply{RequestId: env.GetRequestId()})
+	})
+	cl := newTransport(quietLog(), nil)
+	defer cl.close(false)
+	const oneWay = 50
+	var want []string
+	for i := range oneWay {
+		id := fmt.Sprintf("one-way-%d", i)
+		want = append(want, id)
+		if err := cl.sendOneWay(srv.addr, &ordopb.Envelope{RequestId: id, OneWay: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := cl.request(ctx, srv.addr, &ordopb.Envelope{RequestId: "last"})
+	if err != nil || rep.GetRequestId() != "last" {
+		t.Fatalf("the call behind the one-way calls: %v, %v", rep, err)
+	}
+	mu.Lock()
+	got := slices.Clone(served)
+	mu.Unlock()
+	if want = append(want, "last"); !slices.Equal(got, want) {
+		t.Fatalf("served %v, want %v", got, want)
+	}
+	srv.mu.Lock()
+	streams := slices.Collect(maps.Keys(srv.streams))
+	srv.mu.Unlock()
+	if len(streams) != 1 {
+		t.Fatalf("%d streams, want 1", len(streams))
+	}
+	ss := streams[0]
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if ss.received != oneWay+1 || ss.sent != 1 || ss.inflight != 0 {
+			return fmt.Errorf("the stream received %d calls, sent %d results and owes %d calls; want %d, 1 and 0",
+				ss.received, ss.sent, ss.inflight, oneWay+1)
+		}
+		return nil
+	})
+	if err := cl.sendOneWay(srv.addr, &ordopb.Envelope{RequestId: strings.Repeat("x", maxEnvelopeBytes), OneWay: true}); err == nil {
+		t.Fatal("an oversized one-way envelope was sent")
 	}
 }

@@ -203,7 +203,11 @@ type Envelope struct {
 	// first record as new: a store that holds the entity after all refuses
 	// that write and nothing is lost (the entity's shard restarts and the
 	// call fails retryably). Retries do not carry it.
-	NewEntity     bool `protobuf:"varint,8,opt,name=new_entity,json=newEntity,proto3" json:"new_entity,omitempty"`
+	NewEntity bool `protobuf:"varint,8,opt,name=new_entity,json=newEntity,proto3" json:"new_entity,omitempty"`
+	// The sender wants no reply (actors.AtMostOnce): the receiving node
+	// handles the call like any other, and answers nobody. A transport
+	// sends no result for it. Sent once, never retried.
+	OneWay        bool `protobuf:"varint,9,opt,name=one_way,json=oneWay,proto3" json:"one_way,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +294,13 @@ func (x *Envelope) GetSenderFence() *SenderFence {
 func (x *Envelope) GetNewEntity() bool {
 	if x != nil {
 		return x.NewEntity
+	}
+	return false
+}
+
+func (x *Envelope) GetOneWay() bool {
+	if x != nil {
+		return x.OneWay
 	}
 	return false
 }
@@ -840,7 +851,7 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x17proto/ordopb/ordo.proto\x12\aordo.v1\x1a\x19google/protobuf/any.proto\"/\n" +
 	"\tEntityRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xb1\x03\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xca\x03\n" +
 	"\bEnvelope\x12*\n" +
 	"\x06target\x18\x01 \x01(\v2\x12.ordo.v1.EntityRefR\x06target\x12\x1d\n" +
 	"\n" +
@@ -851,7 +862,8 @@ const file_proto_ordopb_ordo_proto_rawDesc = "" +
 	"\x06sender\x18\x06 \x01(\v2\x12.ordo.v1.EntityRefR\x06sender\x127\n" +
 	"\fsender_fence\x18\a \x01(\v2\x14.ordo.v1.SenderFenceR\vsenderFence\x12\x1d\n" +
 	"\n" +
-	"new_entity\x18\b \x01(\bR\tnewEntity\x1a;\n" +
+	"new_entity\x18\b \x01(\bR\tnewEntity\x12\x17\n" +
+	"\aone_way\x18\t \x01(\bR\x06oneWay\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +

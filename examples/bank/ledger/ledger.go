@@ -189,7 +189,9 @@ func (accounts) Credit(c *accountCtx, m *bankpb.Credit) (*bankpb.Balance, error)
 // with the account's next one (its next debit or credit, its settle
 // reminder's firing, its passivation). Lost with a crash before then, the
 // account still holds the transfer, which is the safe side: its settle
-// reminder asks the saga, which sends Forget again.
+// reminder asks the saga, which sends Forget again. The saga sends it
+// one-way (actors.AtMostOnce), and a Forget lost on the way is repaired
+// the same way.
 func (accounts) Forget(c *accountCtx, m *bankpb.Forget) (*bankpb.Balance, error) {
 	c.WriteBehind()
 	_, debited := c.State.Debits[m.TransferId]

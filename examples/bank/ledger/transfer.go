@@ -309,9 +309,12 @@ func finish(c *transferCtx, status bankpb.TransferStatus, code string) {
 	forget(c)
 }
 
-// forget tells both accounts the transfer is over, resending each Forget
-// until it is answered (a lost one would leave the transfer ID in the
-// account for good).
+// forget tells both accounts the transfer is over, each once and
+// unacknowledged (actors.AtMostOnce): a Forget lost on the way (its
+// account's node down, its shard moving) leaves the transfer with the
+// account until the account's settle reminder asks this saga, which then
+// sends it again (Settle). That repair is what lets a Forget cost no
+// reply: no message back across the network, no run of the saga.
 func forget(c *transferCtx) {
 	id := transferID(c)
 	forgetOne(c, c.State.From, id, id+":forget-from")
@@ -322,12 +325,5 @@ func forget(c *transferCtx) {
 }
 
 func forgetOne(c *transferCtx, account, transferID, requestID string) {
-	toAccount.Forget(c, account, &bankpb.Forget{TransferId: transferID}, requestID,
-		func(c *transferCtx, _ *bankpb.Balance, err error) {
-			if err != nil {
-				if _, ok := permanent(err); !ok {
-					forgetOne(c, account, transferID, requestID)
-				}
-			}
-		})
+	c.Send(AccountRef(account), &bankpb.Forget{TransferId: transferID}, requestID, actors.AtMostOnce())
 }

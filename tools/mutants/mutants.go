@@ -76,7 +76,7 @@ var mutants = []Mutant{
 		Name:  "actors/colocated-dependency",
 		Guard: "S1/S5: a co-located receiver's write never becomes durable before the sender's write it depends on",
 		File:  "actors/batcher.go",
-		Orig:  `if len(p.after) > 0 && !p.ready(inBatch) {`,
+		Orig:  `if len(p.after) > 0 && !p.ready(f.inBatch) {`,
 		Repl:  `if false {`,
 		Pkgs:  []string{"./actors"},
 	},
@@ -423,6 +423,26 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/at-most-once-retried",
+		Guard: "a message sent with AtMostOnce makes one attempt, whatever its retry policy, and is forgotten once it leaves",
+		File:  "actors/entity.go",
+		Orig: `	if out.oneWay {
+		e.attempt(out)
+		e.forgetOut(out)
+		return
+	}`,
+		Repl: ``,
+		Pkgs: []string{"./actors"},
+	},
+	{
+		Name:  "actors/retry-names-sender",
+		Guard: "S5: a retried message names its sender and carries its fence, as its first attempt did",
+		File:  "actors/entity.go",
+		Orig:  `Metadata: env.Metadata, DeadlineUnixNano: deadline, Sender: env.Sender, SenderFence: env.SenderFence}`,
+		Repl:  `Metadata: env.Metadata, DeadlineUnixNano: deadline}`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/dedup-entry-bytes",
 		Guard: "a dedup entry is stored in the bytes proto.Marshal makes of its compact form",
 		File:  "actors/entity.go",
@@ -450,8 +470,8 @@ var mutants = []Mutant{
 		Name:  "actors/group-event-cap",
 		Guard: "a shard's group in a Save carries at most BatchMaxEvents events",
 		File:  "actors/batcher.go",
-		Orig:  `			len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {`,
-		Repl:  `			false) {`,
+		Orig:  `		len(p.events) > 0 && g.evts+len(p.events) > b.maxEvents) {`,
+		Repl:  `		false) {`,
 		Pkgs:  []string{"./actors"},
 	},
 	{
@@ -653,6 +673,24 @@ var mutants = []Mutant{
 		Orig: `			grpc.WithStaticStreamWindowSize(windowBytes),
 			grpc.WithStaticConnWindowSize(windowBytes),`,
 		Repl: ``,
+		Pkgs: []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/one-way-sends-no-result",
+		Guard: "a one-way call is answered to nobody: its stream sends no result for it",
+		File:  "cluster/transport.go",
+		Orig:  `				s.fn(ss.caller, env, func(*ordopb.Reply) { ss.settle() })`,
+		Repl:  `				s.fn(ss.caller, env, func(rep *ordopb.Reply) { ss.put(&ordopb.Result{Id: id, Reply: rep}, true) })`,
+		Pkgs:  []string{"./cluster"},
+	},
+	{
+		Name:  "cluster/one-way-not-invoked",
+		Guard: "a caller cannot invoke a one-way envelope, which nothing would answer",
+		File:  "cluster/invoke.go",
+		Orig: `	if env.GetOneWay() {
+		return &ordopb.Reply{`,
+		Repl: `	if false {
+		return &ordopb.Reply{`,
 		Pkgs: []string{"./cluster"},
 	},
 	{

@@ -417,13 +417,21 @@ func (n *Agent) Owned() map[uint32]int64 {
 
 // SetLive sets the live node IDs over which desired ownership is computed
 // (the cluster layer passes the members alive in memberlist and registered
-// in etcd). The node itself always counts as live.
+// in etcd). The node itself always counts as live. The same set again
+// changes nothing: the desired owners are recomputed, and the reconciler
+// woken, only when the set changes.
 func (n *Agent) SetLive(ids []string) {
 	live := append([]string{n.cfg.NodeID}, ids...)
 	slices.Sort(live)
 	live = slices.Compact(live)
 	n.liveMu.Lock()
 	defer n.liveMu.Unlock()
+	n.mu.Lock()
+	same := n.desired != nil && slices.Equal(n.live, live)
+	n.mu.Unlock()
+	if same {
+		return
+	}
 	desired := desiredOwners(n.cfg.Shards, live)
 	n.mu.Lock()
 	n.live, n.desired = live, desired

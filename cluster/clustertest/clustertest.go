@@ -493,10 +493,20 @@ func Converged(shards uint32, nodes ...*cluster.Node) error {
 
 // WaitSettled polls until the cluster's nodes are Settled, or ctx ends.
 func (c *Cluster) WaitSettled(ctx context.Context) error {
+	return c.wait(ctx, Settled)
+}
+
+// WaitConverged polls until the cluster's nodes are Converged (no shard
+// will move while the nodes stay up), or ctx ends.
+func (c *Cluster) WaitConverged(ctx context.Context) error {
+	return c.wait(ctx, Converged)
+}
+
+func (c *Cluster) wait(ctx context.Context, done func(uint32, ...*cluster.Node) error) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		err := Settled(c.Shards(), c.Nodes()...)
+		err := done(c.Shards(), c.Nodes()...)
 		if err == nil {
 			return nil
 		}

@@ -111,6 +111,13 @@ func (a *Approach) Setup(ctx context.Context, accounts int, initial int64) error
 		return err
 	}
 	a.cl = cl
+	// Shards still move after Start (a node that started first took free
+	// shards before it knew its peers): wait until each is with its
+	// desired owner, so that no handoff (entities passivated, accounts
+	// read again on their new owner) falls in the measured run.
+	if err := cl.WaitConverged(ctx); err != nil {
+		return fmt.Errorf("ordo: waiting for shards to reach their owners: %w", err)
+	}
 	a.unsettled.Clear()
 	a.accounts = accounts
 	a.nonce = fmt.Sprintf("%x", time.Now().UnixNano())

@@ -139,7 +139,9 @@
 // WithRetry per call); a continuation sees only the final outcome. The
 // backoff is kept per target and request ID, so a continuation that
 // resends a failed request waits for it too: no resend loop is a busy
-// loop.
+// loop. A Send with AtMostOnce is one-way instead: sent once, never
+// retried and never answered, for messages whose loss something else
+// repairs.
 //
 // New entities. A call made with AsNew says its entity has never been
 // written (its ID was just minted); a kind declared with TrustAsNew then

@@ -77,32 +77,46 @@ func onceKind() actors.Kind {
 	)
 }
 
-// A message sent with AtMostOnce goes once, marked one-way, and is not
-// retried when its attempt fails, even with a retry policy of its own; a
-// plain Send of the same handler is retried as its policy says.
-func TestAtMostOnceIsSentOnce(t *testing.T) {
-	router := &refusingRouter{}
+// onceHost starts a host of onceKind and counters over 4 shards whose
+// entities' messages go through router.
+func onceHost(t *testing.T, router actors.Router) *actors.Host {
+	t.Helper()
 	cfg := actors.DefaultLocalConfig()
 	cfg.Shards = 4
-	store := memory.New()
-	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: store}, onceKind(),
+	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: memory.New()}, onceKind(),
 		newCounterKind(&guard{}, &counters{}))
 	ownAll(t, host, cfg.Shards)
-	ctx := testCtx(t)
-	from := actors.Ref{Kind: "sender", ID: "s"}
-	_, err := actors.Call[*testpb.Value](ctx, host, from, &testpb.Forward{To: counterID(from, cfg.Shards, false), Delta: 1, RequestId: "fwd"})
-	require.NoError(t, err)
+	return host
+}
 
+// forwardRefused has sender "s" of host Forward to a counter in another
+// shard through router, which refuses every attempt, and waits until the
+// plain Send has made all its attempts.
+func forwardRefused(t *testing.T, ctx context.Context, host *actors.Host, router *refusingRouter, from actors.Ref) {
+	t.Helper()
+	_, err := actors.Call[*testpb.Value](ctx, host, from, &testpb.Forward{To: counterID(from, 4, false), Delta: 1, RequestId: "fwd"})
+	require.NoError(t, err)
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		if n := len(router.attempts("fwd/plain")); n != onceRetry.MaxAttempts {
 			return fmt.Errorf("the plain Send made %d attempts, want %d", n, onceRetry.MaxAttempts)
 		}
 		return nil
 	})
+}
+
+// A message sent with AtMostOnce goes once, marked one-way, and is not
+// retried when its attempt fails, even with a retry policy of its own; a
+// plain Send of the same handler is retried as its policy says.
+func TestAtMostOnceIsSentOnce(t *testing.T) {
+	router := &refusingRouter{}
+	host := onceHost(t, router)
+	ctx := testCtx(t)
+	from := actors.Ref{Kind: "sender", ID: "s"}
+	forwardRefused(t, ctx, host, router, from)
 	// The plain Send's attempts went through the sender's mailbox after
 	// the one-way message's would have; a read behind them all makes sure
 	// a retry of the one-way message would have been routed by now.
-	_, err = actors.Call[*testpb.Value](ctx, host, from, &testpb.Get{})
+	_, err := actors.Call[*testpb.Value](ctx, host, from, &testpb.Get{})
 	require.NoError(t, err)
 
 	once := router.attempts("fwd/once")
@@ -124,11 +138,7 @@ func TestAtMostOnceIsSentOnce(t *testing.T) {
 // ErrBadRequest) and nothing is sent.
 func TestAtMostOnceRequestIsRefused(t *testing.T) {
 	router := &refusingRouter{}
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = 4
-	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: memory.New()}, onceKind(),
-		newCounterKind(&guard{}, &counters{}))
-	ownAll(t, host, cfg.Shards)
+	host := onceHost(t, router)
 	ctx := testCtx(t)
 	from := actors.Ref{Kind: "sender", ID: "s"}
 	_, err := actors.Call[*testpb.Value](ctx, host, from, &testpb.Echo{})
@@ -191,21 +201,9 @@ func counterID(r actors.Ref, shards uint32, same bool) string {
 // fence: a retry is fenced like the first attempt.
 func TestRetryKeepsSenderAndFence(t *testing.T) {
 	router := &refusingRouter{}
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = 4
-	host := startHost(t, cfg, actors.HostDeps{Router: router, Store: memory.New()}, onceKind(),
-		newCounterKind(&guard{}, &counters{}))
-	ownAll(t, host, cfg.Shards)
-	ctx := testCtx(t)
+	host := onceHost(t, router)
 	from := actors.Ref{Kind: "sender", ID: "s"}
-	_, err := actors.Call[*testpb.Value](ctx, host, from, &testpb.Forward{To: counterID(from, cfg.Shards, false), Delta: 1, RequestId: "fwd"})
-	require.NoError(t, err)
-	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
-		if n := len(router.attempts("fwd/plain")); n != onceRetry.MaxAttempts {
-			return fmt.Errorf("the plain Send made %d attempts, want %d", n, onceRetry.MaxAttempts)
-		}
-		return nil
-	})
+	forwardRefused(t, testCtx(t), host, router, from)
 	envs := router.attempts("fwd/plain")
 	first := envs[0]
 	require.NotNil(t, first.GetSender())

@@ -3,7 +3,8 @@
 // entities of the shards it owns (package actors), and routes calls to the
 // owners of the others over its gRPC transport (service ordo.v1.Transport:
 // one long-lived stream per pair of processes, frames of calls one way and
-// of results the other, results matched by call ID and request ID).
+// of results the other, results matched by call ID and request ID; a
+// one-way call, an entity's Send with actors.AtMostOnce, gets no result).
 //
 // Calls go to the current owner of the entity's shard, found in the etcd
 // placement table. A NotHere, fenced or unavailable answer, or an owner that

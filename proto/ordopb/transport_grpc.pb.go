@@ -31,7 +31,8 @@ const (
 type TransportClient interface {
 	// Calls is one long-lived stream per pair of processes. The caller sends
 	// frames of calls; the node answers each call, in any order, with a
-	// result carrying the call's ID. Frames batch whatever is ready to send.
+	// result carrying the call's ID, except a one-way call (its envelope's
+	// one_way), which gets none. Frames batch whatever is ready to send.
 	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallFrame, ResultFrame], error)
 }
 
@@ -65,7 +66,8 @@ type Transport_CallsClient = grpc.BidiStreamingClient[CallFrame, ResultFrame]
 type TransportServer interface {
 	// Calls is one long-lived stream per pair of processes. The caller sends
 	// frames of calls; the node answers each call, in any order, with a
-	// result carrying the call's ID. Frames batch whatever is ready to send.
+	// result carrying the call's ID, except a one-way call (its envelope's
+	// one_way), which gets none. Frames batch whatever is ready to send.
 	Calls(grpc.BidiStreamingServer[CallFrame, ResultFrame]) error
 	mustEmbedUnimplementedTransportServer()
 }

@@ -665,6 +665,16 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 
+	{
+		Name:  "placement/setlive-unchanged",
+		Guard: "the same live set again neither recomputes desired owners nor wakes a reconcile",
+		File:  "placement/node.go",
+		Orig:  `	if same {
+		return
+	}`,
+		Repl: `	_ = same`,
+		Pkgs: []string{"./placement"},
+	},
 	// ---- cluster ----
 	{
 		Name:  "cluster/transport-fixed-window",

@@ -669,7 +669,7 @@ var mutants = []Mutant{
 		Name:  "placement/setlive-unchanged",
 		Guard: "the same live set again neither recomputes desired owners nor wakes a reconcile",
 		File:  "placement/node.go",
-		Orig:  `	if same {
+		Orig: `	if same {
 		return
 	}`,
 		Repl: `	_ = same`,

@@ -3,15 +3,13 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ordo-actors/ordo/persistence"
-	"github.com/ordo-actors/ordo/proto/ordopb"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // errWriteCanceled fails writes withdrawn before they were sent (their
@@ -88,6 +86,7 @@ type pending struct {
 	expect int       // co-located writes still expected to join
 	linger time.Time // when to stop waiting for them
 	done   []func(error)
+	done1  [1]func(error) // done's first array: most pendings cover one write
 	// limit, when positive, is the most records of the write's shard a
 	// Save may carry with it: the store refused a larger group as too
 	// large (see run).
@@ -115,16 +114,18 @@ type pending struct {
 // handling its message never reports).
 const colocateLinger = 2 * time.Millisecond
 
-// record encodes p's write as the record a Save stores.
+// record encodes p's write as the record a Save stores: an EntityRecord,
+// its scalar fields first, then the encoded fields the write carries
+// (recent, fences, reminders, journal fields), in a buffer of exactly its
+// size (w.size also counts what goes to other records: the dedup window,
+// the events, the snapshot).
 func (p *pending) record() persistence.Record {
 	w := &p.w
-	data, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, w.size+32),
-		&ordopb.EntityRecord{State: w.state, Epoch: w.epoch, Seq: w.seq,
-			DedupGeneration: w.dedupGen, DedupLen: uint32(w.dedupLen)})
-	if err != nil {
-		// Three scalar fields and bytes: failing here is a bug.
-		panic(fmt.Sprintf("actors: encoding record of %s: %v", w.ref, err))
+	n := recordHeaderSize(w) + len(w.fences) + len(w.reminders) + len(w.journal.meta)
+	for _, b := range w.recent {
+		n += len(b)
 	}
+	data := appendRecordHeader(make([]byte, 0, n), w)
 	for _, b := range w.recent {
 		data = append(data, b...)
 	}
@@ -133,6 +134,40 @@ func (p *pending) record() persistence.Record {
 	data = append(data, w.journal.meta...)
 	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data,
 		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore, Create: w.create}
+}
+
+// appendRecordHeader appends the scalar fields of w's EntityRecord (state,
+// epoch, seq, dedup_generation, dedup_len) as proto.Marshal encodes them:
+// in field order, zero values left out.
+func appendRecordHeader(b []byte, w *write) []byte {
+	b = appendBytesField(b, 1, w.state)
+	b = appendVarintField(b, 2, uint64(w.epoch))
+	b = appendVarintField(b, 3, w.seq)
+	b = appendVarintField(b, 8, w.dedupGen)
+	return appendVarintField(b, 9, uint64(uint32(w.dedupLen)))
+}
+
+// recordHeaderSize is the length appendRecordHeader appends.
+func recordHeaderSize(w *write) int {
+	n := 0
+	if len(w.state) > 0 {
+		n += protowire.SizeTag(1) + protowire.SizeBytes(len(w.state))
+	}
+	for _, v := range []uint64{uint64(w.epoch), w.seq, w.dedupGen, uint64(uint32(w.dedupLen))} {
+		if v != 0 {
+			n += 1 + protowire.SizeVarint(v) // fields 2 to 9: one-byte tags
+		}
+	}
+	return n
+}
+
+// appendVarintField appends a proto3 varint field, unless zero.
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
 }
 
 // records appends p's records to recs: the entity's, its dedup record
@@ -155,8 +190,9 @@ func (p *pending) records(recs []persistence.Record) []persistence.Record {
 
 // newPending returns the pending of w alone.
 func newPending(w write) *pending {
-	p := &pending{w: w, after: w.after, expect: w.expect, done: []func(error){w.done},
+	p := &pending{w: w, after: w.after, expect: w.expect, done1: [1]func(error){w.done},
 		events: w.journal.events, deleteBefore: w.journal.deleteBefore, snapshot: w.journal.snapshot, cold: w.cold}
+	p.done = p.done1[:]
 	if w.expect > 0 {
 		p.linger = time.Now().Add(colocateLinger)
 	}

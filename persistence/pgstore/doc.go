@@ -4,10 +4,13 @@
 // # Schema
 //
 // Open creates, in Config.Schema, four tables and records the schema
-// version (upgrading version 1, which had no journal, and version 2,
-// which had no reminder index); it is idempotent, and concurrent Opens are
-// serialised by a transaction-scoped advisory lock. A database whose schema version is
-// newer than this code's SchemaVersion is refused with ErrSchemaTooNew.
+// version (upgrading version 1, which had no journal, version 2, which had
+// no reminder index, and version 3, which kept one event per row); it is
+// idempotent, and concurrent Opens are serialised by a transaction-scoped
+// advisory lock. A database whose schema version is newer than this code's
+// SchemaVersion is refused with ErrSchemaTooNew: upgrade every process
+// that uses a schema before a newer one opens it (a process of version 3
+// that is still running reads a row of several events as one).
 //
 //	schema_version (id = 1, version)
 //	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)
@@ -15,7 +18,8 @@
 //	          due bigint, primary key (kind, id),
 //	          partial index entities_due (shard, due) where due > 0)
 //	events   (kind text, id text, seq bigint, shard bigint, pos bigint,
-//	          data bytea, primary key (kind, id, seq),
+//	          data bytea, n integer, skip integer,
+//	          primary key (kind, id, seq),
 //	          unique index events_feed (kind, shard, pos))
 //
 // # Fencing
@@ -55,24 +59,31 @@
 // A batch with events or deletes (persistence.Journal) is saved by another
 // single statement, in one round trip too; batches without keep the
 // statement above, unchanged. It locks the batch's fence rows FOR NO KEY
-// UPDATE instead of FOR SHARE, reads where each journal appended to ends
-// (max(seq)), and writes a shard only when its fence matches and every
-// record's first event continues its journal, reporting the first record
-// that does not as a *persistence.SequenceError. It numbers each shard's
-// new events from the fence row's jpos on (pos) and moves jpos past them,
-// and deletes what DeleteEventsBefore asks, keeping each journal's last
-// event. The end of a journal is read from the statement's snapshot; if
-// another Save under the same epoch appended to the same journal after it
-// was taken, the insert fails on the primary key, having written nothing,
-// and Save runs the statement once more, whose check then refuses the
-// shard with a SequenceError.
+// UPDATE instead of FOR SHARE, reads where each journal appended to ends,
+// and writes a shard only when its fence matches and every record's first
+// event continues its journal, reporting the first record that does not
+// as a *persistence.SequenceError. A record's new events go into one row
+// (seq: the first one's Seq; n: how many; data: each event's Data behind
+// its length), so a Save writes a row and two index entries per record,
+// not per event; rows of schema version 3 hold one event each, and are
+// read alike. The statement numbers each shard's new rows from the fence
+// row's jpos on (pos) and moves jpos past them, and deletes what
+// DeleteEventsBefore asks, keeping each journal's last event: rows below
+// the bound go, and a row the bound cuts keeps its place with its leading
+// events marked deleted (skip), which reads pass over. The end of a
+// journal is read from the statement's snapshot; if another Save under the
+// same epoch appended to the same journal after it was taken, the insert
+// fails on the primary key (both rows start where the snapshot's journal
+// ended), having written nothing, and Save runs the statement once more,
+// whose check then refuses the shard with a SequenceError.
 //
 // The lock makes Saves that touch one shard's journals commit one at a
-// time, in the order they number their events: within a shard, pos is
-// commit order, and a snapshot holds every event of the shard up to some
+// time, in the order they number their rows: within a shard, pos is
+// commit order, and a snapshot holds every row of the shard up to some
 // pos and none after. An Offset of ReadJournal is the pos read up to in
-// each shard, and a call takes, in one statement, the next events of every
-// shard (an index probe per fence row) and the first of them by pos. So no
+// each shard (with the Seq read up to, when a page ends inside a row), and
+// a call takes, in one statement, the next rows of every shard (an index
+// probe per fence row) and the first of them by pos. So no
 // event is passed over when Saves of different shards commit out of order,
 // as they would be with one sequence for every event (its values are drawn
 // before commit). The Offset grows with the number of shards that have

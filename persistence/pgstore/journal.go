@@ -20,9 +20,11 @@ import (
 // journals commit one at a time, in the order they take the lock; it
 // checks, per record with events, that the first continues the journal
 // (head, bad), and writes a shard only when every record of it does; it
-// inserts the events, numbering each shard's from the fence row's jpos on
-// and moving jpos past them (ev, ins, adv); and it deletes the events
-// records ask to delete (del).
+// inserts each record's events as one row (rows.go), numbering each
+// shard's rows from the fence row's jpos on and moving jpos past them
+// (ev, ins, adv); and it deletes the events records ask to delete: rows
+// all of whose events go (del), and the leading events of a row cut by
+// the bound (cut, which raises the row's skip).
 //
 // The check of creations (dup) and the deletes (del) are left out of the
 // statement when v says the batch has none: each costs PostgreSQL
@@ -32,8 +34,9 @@ import (
 // $1, $2: one (shard, epoch) per shard of the batch.
 // $3..$10: the records, sorted by (kind, id), each with the Seq of its
 // first and last new event (0 without) and its DeleteEventsBefore.
-// $11..$13: the events to insert, by record (an ordinal into $3..$10) and
-// Seq, less those the record deletes at once.
+// $11..$13, $16: the event rows to insert, by record (an ordinal into
+// $3..$10): each row's first Seq, data and number of events, less the
+// events the record deletes at once.
 // $14, $15: the records' due times and whether each is a creation
 // (Record.Create), in the order of $3..$10.
 func journalSaveSQL(fences, entities, events string, v saveVariant) string {
@@ -43,14 +46,24 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 	ORDER BY r.shard, r.ord`)
 	del, delCount := "", "0::bigint"
 	if v&withDeletes != 0 {
+		// The bound keeps the journal's last event; rows inserted by this
+		// statement are not visible here, and hold no event below it.
+		bound := "least(head.del, CASE WHEN head.first > 0 THEN head.last ELSE head.stored END)"
 		del = `
 ), del AS (
 	DELETE FROM ` + events + ` AS e USING head
 	WHERE head.del > 0 AND head.shard IN (SELECT shard FROM ok)
 		AND e.kind = head.kind AND e.id = head.id
-		AND e.seq < least(head.del, CASE WHEN head.first > 0 THEN head.last ELSE head.stored END)
+		AND e.seq < ` + bound + ` AND e.seq + e.n <= ` + bound + `
+	RETURNING 1
+), cut AS (
+	UPDATE ` + events + ` AS e SET skip = (` + bound + ` - e.seq)::integer
+	FROM head
+	WHERE head.del > 0 AND head.shard IN (SELECT shard FROM ok)
+		AND e.kind = head.kind AND e.id = head.id
+		AND e.seq < ` + bound + ` AND e.seq + e.n > ` + bound + ` AND e.seq + e.skip < ` + bound + `
 	RETURNING 1`
-		delCount = "(SELECT count(*) FROM del)"
+		delCount = "(SELECT count(*) FROM del) + (SELECT count(*) FROM cut)"
 	}
 	return `WITH req AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(shard, epoch)
@@ -61,7 +74,8 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)` + dup + `
 ), head AS MATERIALIZED (
 	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
-		coalesce((SELECT max(e.seq) FROM ` + events + ` e WHERE e.kind = r.kind AND e.id = r.id), 0) AS stored
+		coalesce((SELECT e.seq + e.n - 1 FROM ` + events + ` e WHERE e.kind = r.kind AND e.id = r.id
+			ORDER BY e.seq DESC LIMIT 1), 0) AS stored
 	FROM r WHERE r.first > 0 OR r.del > 0
 ), bad AS MATERIALIZED (
 	SELECT DISTINCT ON (shard) shard, kind, id, first, stored FROM head
@@ -78,13 +92,13 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due
 	RETURNING 1
 ), ev AS MATERIALIZED (
-	SELECT r.kind, r.id, x.seq, r.shard, ok.jpos + row_number() OVER (PARTITION BY r.shard ORDER BY x.ord) AS pos, x.data
-	FROM unnest($11::bigint[], $12::bigint[], $13::bytea[]) WITH ORDINALITY AS x(rec, seq, data, ord)
+	SELECT r.kind, r.id, x.seq, r.shard, ok.jpos + row_number() OVER (PARTITION BY r.shard ORDER BY x.ord) AS pos, x.data, x.n
+	FROM unnest($11::bigint[], $12::bigint[], $13::bytea[], $16::bigint[]) WITH ORDINALITY AS x(rec, seq, data, n, ord)
 	JOIN r ON r.ord = x.rec
 	JOIN ok ON ok.shard = r.shard
 ), ins AS (
-	INSERT INTO ` + events + ` (kind, id, seq, shard, pos, data)
-	SELECT kind, id, seq, shard, pos, data FROM ev ORDER BY kind, id, seq
+	INSERT INTO ` + events + ` (kind, id, seq, shard, pos, data, n)
+	SELECT kind, id, seq, shard, pos, data, n::integer FROM ev ORDER BY kind, id, seq
 	RETURNING 1
 ), adv AS (
 	UPDATE ` + fences + ` AS fe SET jpos = m.pos
@@ -97,26 +111,28 @@ SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored, ` + dupCols 
 FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard` + dupJoin
 }
 
-// feedSQL reads the next events of a kind: for each shard (every shard
-// written has a fence row), the first $4 after the shard's position in
-// the offset ($2, $3), then the first $4 of those by position. Within a
-// shard, positions follow commit order and one statement's snapshot holds
-// a prefix of them (see ReadJournal), so a page never passes over an event
-// that commits later.
+// feedSQL reads the next event rows of a kind: for each shard (every
+// shard written has a fence row), the first $4 after the shard's position
+// in the offset ($2, $3; the row at that position too when the offset read
+// it only in part, $5 > 0), then the first $4 of those by position. Within
+// a shard, positions follow commit order and one statement's snapshot
+// holds a prefix of them (see ReadJournal), so a page never passes over an
+// event that commits later.
 func feedSQL(fences, events string) string {
 	return `WITH o AS (
-	SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS o(shard, pos)
+	SELECT * FROM unnest($2::bigint[], $3::bigint[], $5::bigint[]) AS o(shard, pos, seq)
 ), top AS (
 	SELECT t.shard, t.pos FROM ` + fences + ` f
 	LEFT JOIN o ON o.shard = f.shard
 	CROSS JOIN LATERAL (
 		SELECT e.shard, e.pos FROM ` + events + ` e
-		WHERE e.kind = $1 AND e.shard = f.shard AND e.pos > coalesce(o.pos, 0)
+		WHERE e.kind = $1 AND e.shard = f.shard
+			AND e.pos > coalesce(o.pos, 0) - CASE WHEN o.seq > 0 THEN 1 ELSE 0 END
 		ORDER BY e.pos LIMIT $4
 	) t
 	ORDER BY t.pos, t.shard LIMIT $4
 )
-SELECT e.shard, e.pos, e.id, e.seq, e.data
+SELECT e.shard, e.pos, e.id, e.seq, e.n, e.skip, e.data
 FROM top JOIN ` + events + ` e ON e.kind = $1 AND e.shard = top.shard AND e.pos = top.pos
 ORDER BY top.pos, top.shard`
 }
@@ -160,11 +176,11 @@ type journalBatch struct {
 	firsts, lasts, dels  []int64
 	dues                 []int64
 	creates              []bool
-	evRecs, evSeqs       []int64
+	evRecs, evSeqs, evNs []int64 // per row: record (1-based), first Seq, events
 	evDatas              [][]byte
 	variant              saveVariant
 	want                 map[uint32]int64 // epoch per shard
-	evCount              map[uint32]int64 // events inserted per shard, if written
+	evCount              map[uint32]int64 // rows inserted per shard, if written
 }
 
 func newJournalBatch(recs []persistence.Record) *journalBatch {
@@ -202,14 +218,16 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 		}
 		b.firsts[j], b.lasts[j] = int64(r.Events[0].Seq), int64(r.Events[len(r.Events)-1].Seq)
 		below := persistence.DeleteBound(r, 0) // events below it are deleted as they are appended
-		for _, e := range r.Events {
-			if e.Seq >= below {
-				b.evRecs = append(b.evRecs, int64(j+1))
-				b.evSeqs = append(b.evSeqs, int64(e.Seq))
-				b.evDatas = append(b.evDatas, e.Data)
-				b.evCount[r.Shard]++
-			}
+		evs := r.Events
+		for len(evs) > 0 && evs[0].Seq < below {
+			evs = evs[1:]
 		}
+		data, n := packEvents(evs) // the last event is never below
+		b.evRecs = append(b.evRecs, int64(j+1))
+		b.evSeqs = append(b.evSeqs, int64(evs[0].Seq))
+		b.evNs = append(b.evNs, int64(n))
+		b.evDatas = append(b.evDatas, data)
+		b.evCount[r.Shard]++
 	}
 	return b
 }
@@ -235,6 +253,7 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 	p.byteas(b.evDatas)
 	p.int8s(b.dues)
 	p.bools(b.creates)
+	p.int8s(b.evNs)
 	type result struct {
 		fence               *int64
 		badKind, badID      *string
@@ -292,16 +311,17 @@ func (s *Store) runJournal(ctx context.Context, b *journalBatch, outcome map[uin
 			wantWritten++
 		}
 	}
-	// The statement wrote exactly the records and events of the shards it
-	// reports as written; anything else means the result cannot be trusted.
+	// The statement wrote exactly the records and event rows of the shards
+	// it reports as written; anything else means the result cannot be trusted.
 	if *written != wantWritten || *inserted != wantInserted || *advanced != wantAdvanced {
-		return fmt.Errorf("statement wrote %d records, %d events, %d positions; expected %d, %d, %d",
+		return fmt.Errorf("statement wrote %d records, %d event rows, %d positions; expected %d, %d, %d",
 			*written, *inserted, *advanced, wantWritten, wantInserted, wantAdvanced)
 	}
 	return nil
 }
 
-// ReadEvents implements persistence.Journal with one indexed range read.
+// ReadEvents implements persistence.Journal with one indexed range read:
+// the row holding from, and the rows after it.
 func (s *Store) ReadEvents(ctx context.Context, kind, id string, from uint64, limit int) ([]persistence.Event, error) {
 	if err := persistence.ValidateRead(kind, id, limit); err != nil {
 		return nil, err
@@ -312,24 +332,26 @@ func (s *Store) ReadEvents(ctx context.Context, kind, id string, from uint64, li
 	if from > persistence.MaxSeq {
 		return nil, nil
 	}
+	// Every row read holds at least one event from from on: limit rows
+	// hold limit events, or all there are.
 	rows, err := s.pool.Query(ctx, s.readEventsSQL, kind, id, int64(from), limit)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
 	}
 	defer rows.Close()
 	var out []persistence.Event
-	for rows.Next() {
-		var (
-			seq  int64
-			data []byte
-		)
-		if err := rows.Scan(&seq, &data); err != nil {
+	for rows.Next() && len(out) < limit {
+		var r eventRow
+		if err := rows.Scan(&r.seq, &r.n, &r.skip, &r.data); err != nil {
 			return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
 		}
-		if data == nil {
-			data = []byte{}
+		err := r.events(from, func(e persistence.Event) bool {
+			out = append(out, e)
+			return len(out) < limit
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
 		}
-		out = append(out, persistence.Event{Seq: uint64(seq), Data: data})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: read events of %s/%s: %w", kind, id, err)
@@ -355,15 +377,17 @@ func (s *Store) LastSeq(ctx context.Context, kind, id string) (uint64, error) {
 
 // ReadJournal implements persistence.Journal with one statement.
 //
-// Each event carries a position in its shard: Saves that touch a shard's
-// journals hold the shard's fence row locked from before they number their
-// events (from the row's jpos) until they commit, so positions follow the
-// order those Saves commit in, and the events of one shard that a snapshot
-// shows are exactly those up to some position. An Offset is the position
-// read up to in each shard (a vector), so a page that ends with events of
-// one shard never passes over an event of another that commits later
-// (PostgreSQL sequences, drawn before commit, would). The cost of a call
-// is one index probe per shard with a fence row.
+// Each events row carries a position in its shard: Saves that touch a
+// shard's journals hold the shard's fence row locked from before they
+// number their rows (from the row's jpos) until they commit, so positions
+// follow the order those Saves commit in, and the rows of one shard that a
+// snapshot shows are exactly those up to some position. An Offset is the
+// position read up to in each shard (a vector), so a page that ends with
+// events of one shard never passes over an event of another that commits
+// later (PostgreSQL sequences, drawn before commit, would). A page that
+// ends inside a row (limit) records the Seq of the row's last event read,
+// and the next call goes on from there. The cost of a call is one index
+// probe per shard with a fence row.
 func (s *Store) ReadJournal(ctx context.Context, kind string, after persistence.Offset, limit int) ([]persistence.JournalEntry, persistence.Offset, error) {
 	if err := persistence.ValidateFeed(kind, limit); err != nil {
 		return nil, after, err
@@ -377,30 +401,51 @@ func (s *Store) ReadJournal(ctx context.Context, kind string, after persistence.
 	}
 	shards := make([]int64, len(pos))
 	at := make([]int64, len(pos))
+	seqs := make([]int64, len(pos))
+	partial := make(map[uint32]shardPos) // rows read in part, by shard
 	for i, p := range pos {
-		shards[i], at[i] = int64(p.shard), int64(p.pos)
+		shards[i], at[i], seqs[i] = int64(p.shard), int64(p.pos), int64(p.seq)
+		if p.seq > 0 {
+			partial[p.shard] = p
+		}
 	}
-	rows, err := s.pool.Query(ctx, s.feedSQL, kind, int64s(shards), int64s(at), limit)
+	// Every row holds an event to return (a row read in part, one after
+	// the part read): limit rows hold limit events, or all there are.
+	rows, err := s.pool.Query(ctx, s.feedSQL, kind, int64s(shards), int64s(at), limit, int64s(seqs))
 	if err != nil {
 		return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
 	}
 	defer rows.Close()
 	var out []persistence.JournalEntry
-	moved := make(map[uint32]uint64)
-	for rows.Next() {
+	moved := make(map[uint32]shardPos)
+	for rows.Next() && len(out) < limit {
 		var (
-			shard, p, seq int64
-			e             = persistence.JournalEntry{Kind: kind}
+			shard, p int64
+			id       string
+			r        eventRow
 		)
-		if err := rows.Scan(&shard, &p, &e.ID, &seq, &e.Data); err != nil {
+		if err := rows.Scan(&shard, &p, &id, &r.seq, &r.n, &r.skip, &r.data); err != nil {
 			return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
 		}
-		e.Seq = uint64(seq)
-		if e.Data == nil {
-			e.Data = []byte{}
+		var from uint64 // the events of the row not read yet
+		if q, ok := partial[uint32(shard)]; ok && q.pos == uint64(p) {
+			from = q.seq + 1
 		}
-		out = append(out, e)
-		moved[uint32(shard)] = uint64(p)
+		read := shardPos{shard: uint32(shard), pos: uint64(p)} // the whole row, unless limit cuts it
+		err := r.events(from, func(e persistence.Event) bool {
+			if len(out) == limit {
+				return false
+			}
+			out = append(out, persistence.JournalEntry{Kind: kind, ID: id, Event: e})
+			if len(out) == limit && e.Seq < uint64(r.seq)+uint64(r.n)-1 {
+				read.seq = e.Seq
+			}
+			return true
+		})
+		if err != nil {
+			return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
+		}
+		moved[read.shard] = read
 	}
 	if err := rows.Err(); err != nil {
 		return nil, after, fmt.Errorf("pgstore: read the journal of %s: %w", kind, err)
@@ -410,34 +455,47 @@ func (s *Store) ReadJournal(ctx context.Context, kind string, after persistence.
 	}
 	for i := range pos {
 		if p, ok := moved[pos[i].shard]; ok {
-			pos[i].pos = p
+			pos[i] = p
 			delete(moved, pos[i].shard)
 		}
 	}
-	for sh, p := range moved {
-		pos = append(pos, shardPos{sh, p})
+	for _, p := range moved {
+		pos = append(pos, p)
 	}
 	slices.SortFunc(pos, func(a, b shardPos) int { return cmp.Compare(a.shard, b.shard) })
 	return out, encodeOffset(pos), nil
 }
 
-// shardPos is how far a reader has read one shard's events.
+// shardPos is how far a reader has read one shard's events: every row up
+// to position pos, or, when seq is not 0, the rows before pos and the
+// events of row pos up to Seq seq.
 type shardPos struct {
 	shard uint32
 	pos   uint64
+	seq   uint64
 }
 
-const offsetTag = 'p'
+// Offset tags: offsetTag when every row is read whole, partialTag when
+// some are read in part (each shard then carries its seq too, 0 for
+// whole).
+const (
+	offsetTag  = 'p'
+	partialTag = 'q'
+)
 
 // encodeOffset encodes a vector of positions sorted by shard: a tag byte,
 // then per shard the shard (as the first shard, then as the gap to the
-// previous shard less one) and the position, as unsigned varints. No
-// shards is the zero Offset.
+// previous shard less one) and the position, and, after partialTag, the
+// seq, as unsigned varints. No shards is the zero Offset.
 func encodeOffset(pos []shardPos) persistence.Offset {
 	if len(pos) == 0 {
 		return ""
 	}
-	b := []byte{offsetTag}
+	tag := byte(offsetTag)
+	if slices.ContainsFunc(pos, func(p shardPos) bool { return p.seq > 0 }) {
+		tag = partialTag
+	}
+	b := []byte{tag}
 	for i, p := range pos {
 		d := uint64(p.shard)
 		if i > 0 {
@@ -445,6 +503,9 @@ func encodeOffset(pos []shardPos) persistence.Offset {
 		}
 		b = binary.AppendUvarint(b, d)
 		b = binary.AppendUvarint(b, p.pos)
+		if tag == partialTag {
+			b = binary.AppendUvarint(b, p.seq)
+		}
 	}
 	return persistence.Offset(b)
 }
@@ -457,11 +518,13 @@ func decodeOffset(o persistence.Offset) ([]shardPos, error) {
 	}
 	bad := fmt.Errorf("%w: not a PostgreSQL journal offset", persistence.ErrInvalid)
 	b := []byte(o)
-	if b[0] != offsetTag {
+	tag := b[0]
+	if tag != offsetTag && tag != partialTag {
 		return nil, bad
 	}
 	b = b[1:]
 	var pos []shardPos
+	inPart := false
 	for len(b) > 0 {
 		d, n := uvarint(b)
 		if n <= 0 {
@@ -473,6 +536,14 @@ func decodeOffset(o persistence.Offset) ([]shardPos, error) {
 			return nil, bad
 		}
 		b = b[n:]
+		var seq uint64
+		if tag == partialTag {
+			if seq, n = uvarint(b); n <= 0 || seq > persistence.MaxSeq {
+				return nil, bad
+			}
+			b = b[n:]
+			inPart = inPart || seq > 0
+		}
 		shard := d
 		if len(pos) > 0 {
 			shard += uint64(pos[len(pos)-1].shard) + 1
@@ -480,9 +551,9 @@ func decodeOffset(o persistence.Offset) ([]shardPos, error) {
 		if shard > uint64(^uint32(0)) || shard < d {
 			return nil, bad
 		}
-		pos = append(pos, shardPos{uint32(shard), p})
+		pos = append(pos, shardPos{uint32(shard), p, seq})
 	}
-	if len(pos) == 0 {
+	if len(pos) == 0 || tag == partialTag && !inPart {
 		return nil, bad
 	}
 	return pos, nil

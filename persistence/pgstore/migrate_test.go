@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -61,4 +63,98 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2.Close()
+}
+
+// A journal written at schema version 3, one event per row, is read after
+// the upgrade to rows of several events, and continues in them: its
+// events are read, followed and deleted alike, whichever rows hold them.
+func TestMigrateFromVersion3KeepsJournal(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	stmts := []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + q("schema_version") + " (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)",
+		"INSERT INTO " + q("schema_version") + " VALUES (1, 3)",
+	}
+	stmts = append(stmts, migrations(schema)[:3]...)
+	stmts = append(stmts,
+		"INSERT INTO "+q("fences")+" VALUES (7, 3, 3)",
+		"INSERT INTO "+q("entities")+" VALUES ('k', 'a', 7, 3, 'old', 0)",
+		"INSERT INTO "+q("events")+" VALUES ('k', 'a', 1, 7, 1, 'e1'), ('k', 'a', 2, 7, 2, 'e2'), ('k', 'a', 3, 7, 3, 'e3')")
+	for _, stmt := range stmts {
+		if err := pgtest.Exec(ctx, url, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	s, err := Open(ctx, Config{URL: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var rows, events int
+	counts := func() {
+		t.Helper()
+		if err := s.pool.QueryRow(ctx, "SELECT count(*), coalesce(sum(n - skip), 0) FROM "+q("events")).Scan(&rows, &events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := s.LastSeq(ctx, "k", "a"); err != nil || last != 3 {
+		t.Fatalf("LastSeq after the upgrade = %d, %v", last, err)
+	}
+	save := func(r persistence.Record) {
+		t.Helper()
+		if out, err := s.Save(ctx, []persistence.Record{r}); err != nil || out[7] != nil {
+			t.Fatalf("Save: %v, %v", out, err)
+		}
+	}
+	var four []persistence.Event
+	for seq := uint64(4); seq <= 7; seq++ {
+		four = append(four, persistence.Event{Seq: seq, Data: fmt.Appendf(nil, "e%d", seq)})
+	}
+	save(persistence.Record{Kind: "k", ID: "a", Shard: 7, Epoch: 3, Data: []byte("new"), Events: four})
+	counts()
+	if rows != 4 || events != 7 {
+		t.Fatalf("after a Save of 4 events: %d rows of %d events, want 4 rows (3 old, 1 new) of 7", rows, events)
+	}
+	want := func(from uint64, limit int, seqs string) {
+		t.Helper()
+		got, err := s.ReadEvents(ctx, "k", "a", from, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, e := range got {
+			if string(e.Data) != fmt.Sprintf("e%d", e.Seq) {
+				t.Fatalf("event %d holds %q", e.Seq, e.Data)
+			}
+			fmt.Fprint(&b, e.Seq, " ")
+		}
+		if b.String() != seqs {
+			t.Fatalf("ReadEvents(%d, %d) = %q, want %q", from, limit, b.String(), seqs)
+		}
+	}
+	want(0, 100, "1 2 3 4 5 6 7 ")
+	want(2, 3, "2 3 4 ")
+	want(5, 1, "5 ")
+	want(6, 100, "6 7 ")
+	want(8, 100, "")
+	// A delete inside the new row keeps its events from the bound on; the
+	// old rows go.
+	save(persistence.Record{Kind: "k", ID: "a", Shard: 7, Epoch: 3, Data: []byte("snap"), DeleteEventsBefore: 6})
+	counts()
+	if rows != 1 || events != 2 {
+		t.Fatalf("after deleting below 6: %d rows of %d events, want 1 row of 2", rows, events)
+	}
+	want(0, 100, "6 7 ")
+	got, next, err := s.ReadJournal(ctx, "k", "", 1)
+	if err != nil || len(got) != 1 || got[0].Seq != 6 {
+		t.Fatalf("ReadJournal = %v, %v", got, err)
+	}
+	if got, _, err = s.ReadJournal(ctx, "k", next, 10); err != nil || len(got) != 1 || got[0].Seq != 7 {
+		t.Fatalf("ReadJournal after 6 = %v, %v", got, err)
+	}
+	if last, err := s.LastSeq(ctx, "k", "a"); err != nil || last != 7 {
+		t.Fatalf("LastSeq = %d, %v", last, err)
+	}
 }

@@ -10,10 +10,14 @@ import (
 )
 
 // FuzzDecodeOffset checks that only offsets encodeOffset makes decode, to
-// what was encoded: shards strictly increasing, positions from 1.
+// what was encoded: shards strictly increasing, positions from 1, Seqs of
+// rows read in part up to MaxSeq, and the tag of such offsets only on one
+// that has one.
 func FuzzDecodeOffset(f *testing.F) {
-	f.Add([]byte(encodeOffset([]shardPos{{0, 1}})))
-	f.Add([]byte(encodeOffset([]shardPos{{3, 9}, {4, 1}, {1 << 31, 1 << 40}})))
+	f.Add([]byte(encodeOffset([]shardPos{{0, 1, 0}})))
+	f.Add([]byte(encodeOffset([]shardPos{{3, 9, 0}, {4, 1, 0}, {1 << 31, 1 << 40, 0}})))
+	f.Add([]byte(encodeOffset([]shardPos{{3, 9, 0}, {4, 1, 7}})))
+	f.Add([]byte("q\x00\x01\x00"))
 	f.Add([]byte("p\x00\x00"))
 	f.Add([]byte("p\xff\xff\xff\xff\x0f\x01\x00\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -28,7 +32,7 @@ func FuzzDecodeOffset(f *testing.F) {
 			t.Fatalf("%q decodes to unsorted %v", b, pos)
 		}
 		for i, p := range pos {
-			if p.pos == 0 || p.pos > persistence.MaxSeq || i > 0 && p.shard == pos[i-1].shard {
+			if p.pos == 0 || p.pos > persistence.MaxSeq || p.seq > persistence.MaxSeq || i > 0 && p.shard == pos[i-1].shard {
 				t.Fatalf("%q decodes to %v", b, pos)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the version of the tables this code creates and uses.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // DefaultSchema is the default of Config.Schema.
 const DefaultSchema = "ordo"
@@ -127,11 +127,13 @@ func newStore(pool *pgxpool.Pool, schema string) *Store {
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	fences, entities, events := t("fences"), t("entities"), t("events")
 	s := &Store{
-		readEventsSQL: `SELECT seq, data FROM ` + events + ` WHERE kind = $1 AND id = $2 AND seq >= $3 ORDER BY seq LIMIT $4`,
-		lastSeqSQL:    `SELECT coalesce(max(seq), 0) FROM ` + events + ` WHERE kind = $1 AND id = $2`,
-		feedSQL:       feedSQL(fences, events),
-		pool:          pool,
-		schema:        schema,
+		readEventsSQL: `SELECT seq, n, skip, data FROM ` + events + ` WHERE kind = $1 AND id = $2 AND seq >= coalesce(
+	(SELECT max(seq) FROM ` + events + ` WHERE kind = $1 AND id = $2 AND seq <= $3), $3) ORDER BY seq LIMIT $4`,
+		lastSeqSQL: `SELECT coalesce((SELECT seq + n - 1 FROM ` + events + ` WHERE kind = $1 AND id = $2
+	ORDER BY seq DESC LIMIT 1), 0)`,
+		feedSQL: feedSQL(fences, events),
+		pool:    pool,
+		schema:  schema,
 		fenceSQL: `INSERT INTO ` + fences + ` AS f (shard, epoch) VALUES ($1, $2)
 ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch
 RETURNING f.epoch`,
@@ -252,6 +254,9 @@ CREATE TABLE ` + t("events") + ` (
 CREATE UNIQUE INDEX events_feed ON ` + t("events") + ` (kind, shard, pos)`,
 		`ALTER TABLE ` + t("entities") + ` ADD COLUMN due bigint NOT NULL DEFAULT 0 CHECK (due >= 0);
 CREATE INDEX entities_due ON ` + t("entities") + ` (shard, due) WHERE due > 0`,
+		// Rows of several events (rows.go); a row of version 3 holds one.
+		`ALTER TABLE ` + t("events") + ` ADD COLUMN n integer NOT NULL DEFAULT 1 CHECK (n >= 1),
+	ADD COLUMN skip integer NOT NULL DEFAULT 0 CHECK (skip >= 0 AND skip < n)`,
 	}
 }
 

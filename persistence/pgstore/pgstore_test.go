@@ -416,7 +416,7 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 // reader's offset would move past the first Save's numbers before they
 // are visible. The first Save is held inside its statement by an
 // uncommitted row of a transaction of the test's own that holds the key
-// of its second event.
+// of its events' row (the Seq of its first event).
 func TestFeedSurvivesOutOfOrderCommits(t *testing.T) {
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	s := open(t, schema)
@@ -475,7 +475,7 @@ func TestFeedSurvivesOutOfOrderCommits(t *testing.T) {
 	}
 	defer tx.Rollback(context.Background())
 	events := pgx.Identifier{schema, "events"}.Sanitize()
-	if _, err := tx.Exec(ctx, "INSERT INTO "+events+" (kind, id, seq, shard, pos, data) VALUES ('k', 'a', 3, 1, 1000000, '')"); err != nil {
+	if _, err := tx.Exec(ctx, "INSERT INTO "+events+" (kind, id, seq, shard, pos, data) VALUES ('k', 'a', 2, 1, 1000000, '')"); err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan error, 1)

@@ -100,7 +100,7 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 	_, err = conn.Exec(ctx, `PREPARE save(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bool[]) AS `+plain)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `PREPARE save_journal(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bigint[], bigint[],
-		bigint[], bigint[], bytea[], bigint[], bool[]) AS `+journal)
+		bigint[], bigint[], bytea[], bigint[], bool[], bigint[]) AS `+journal)
 	require.NoError(t, err)
 	explain := func(stmt string) string {
 		var b strings.Builder
@@ -117,7 +117,7 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 	const (
 		savePlain   = `EXECUTE save('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{0,0}', '{t,t}')`
 		saveJournal = `EXECUTE save_journal('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{1,1}', '{1,1}', '{0,0}',
-			'{1,2}', '{1,1}', '{"",""}', '{0,0}', '{t,t}')`
+			'{1,2}', '{1,1}', '{"",""}', '{0,0}', '{t,t}', '{1,1}')`
 	)
 	explain(savePlain) // the generic plans, made on the empty table
 	explain(saveJournal)

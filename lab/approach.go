@@ -45,9 +45,15 @@ type Approach interface {
 // PostgreSQL. WALPosition returns the server's write-ahead log insert
 // position in bytes (pg_current_wal_lsn), from which Run reports the WAL
 // each run wrote (Result.WALBytes); ok is false when this instance of
-// the approach keeps no data in PostgreSQL.
+// the approach keeps no data in PostgreSQL. Checkpoint makes the server
+// write a checkpoint (CHECKPOINT; a superuser or a member of
+// pg_checkpoint may): Run has one written before each measured run, so
+// that no run pays for a checkpoint the setup or the run before it made
+// due, and each starts from the same state of the log (the first change
+// to each page after a checkpoint logs the whole page).
 type WALReader interface {
 	WALPosition(ctx context.Context) (pos uint64, ok bool, err error)
+	Checkpoint(ctx context.Context) error
 }
 
 type pauseKey struct{}

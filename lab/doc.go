@@ -24,7 +24,10 @@
 // For an approach that keeps its data in PostgreSQL (WALReader) it also
 // reports the write-ahead log the server wrote over the window, per
 // acknowledged transfer: the database's share of the work, exact where
-// CPU time is not (pg_current_wal_lsn before and after).
+// CPU time is not (pg_current_wal_lsn before and after). Such a run starts
+// right after a checkpoint (CHECKPOINT, after the setup), so that no run
+// pays for one the setup or the run before it made due, and every run
+// starts from the same state of the log.
 //
 // # Pauses
 //

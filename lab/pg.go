@@ -283,6 +283,14 @@ func (p *PGLock) WALPosition(ctx context.Context) (uint64, bool, error) {
 	return pos, true, err
 }
 
+// Checkpoint implements WALReader.
+func (p *PGLock) Checkpoint(ctx context.Context) error {
+	if _, err := p.pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("lab: pg: %w", err)
+	}
+	return nil
+}
+
 // PGWALPosition reads the server's write-ahead log insert position, in
 // bytes (pg_current_wal_lsn), through q.
 func PGWALPosition(ctx context.Context, q interface {

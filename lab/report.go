@@ -180,6 +180,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			if r.WALError != "" {
 				notes = append(notes, fmt.Sprintf("- %s, WAL n/a: `%s`", rep.label(r), r.WALError))
 			}
+			if r.CheckpointError != "" {
+				notes = append(notes, fmt.Sprintf("- %s, run without a checkpoint before it: `%s`", rep.label(r), r.CheckpointError))
+			}
 		}
 		fails := slices.Clone(rep.Failures)
 		slices.SortFunc(fails, func(x, y Failure) int { return strings.Compare(x.Name, y.Name) })

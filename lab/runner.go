@@ -126,6 +126,10 @@ type Result struct {
 	ProcessCPUSeconds float64 `json:",omitempty"`
 	ProcessCPUPer1000 float64 `json:",omitempty"`
 	ProcessCPUError   string  `json:",omitempty"`
+	// CheckpointError says why no checkpoint was written before the run of
+	// an approach that keeps its data in PostgreSQL (WALReader); the run
+	// went on without.
+	CheckpointError string `json:",omitempty"`
 	// IdleBusy is the share (0..1) of the machine's CPU that was busy
 	// during Workload.IdleSample before the measured window, the approach
 	// set up and idle: other processes, and the approach's servers at rest.
@@ -198,6 +202,9 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		return res, fmt.Errorf("lab: %s: setup: %w", a.Name(), err)
 	}
 	pick := workload.NewPicker(w.Accounts, w.Zipf)
+	if err := checkpoint(ctx, a); err != nil {
+		res.CheckpointError = err.Error()
+	}
 	if w.IdleSample > 0 {
 		idle, err := sampleCPU(ctx, w.IdleSample)
 		if err != nil {
@@ -302,6 +309,21 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		return res, fmt.Errorf("lab: %s: %w", a.Name(), err)
 	}
 	return res, nil
+}
+
+// checkpoint has a checkpoint written when a is a WALReader, bounded by a
+// minute.
+func checkpoint(ctx context.Context, a Approach) error {
+	wr, is := a.(WALReader)
+	if !is {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := wr.Checkpoint(ctx); err != nil {
+		return fmt.Errorf("writing a checkpoint before the run: %w", err)
+	}
+	return nil
 }
 
 // walPosition returns a's WAL position when a is a WALReader that keeps

@@ -347,12 +347,23 @@ func TestMainBadFlags(t *testing.T) {
 // walMemory is the in-memory approach as if it kept its data in
 // PostgreSQL: its WAL position advances by perTransfer bytes with every
 // transfer, and reading it fails once failAt reads were made (0: never).
+// Checkpoint counts checkpoints and the WAL reads made before the last,
+// and fails with checkpointErr when set.
 type walMemory struct {
 	*labtest.Memory
-	perTransfer uint64
-	failAt      int
-	pos         atomic.Uint64
-	reads       atomic.Int64
+	perTransfer   uint64
+	failAt        int
+	pos           atomic.Uint64
+	reads         atomic.Int64
+	checkpoints   atomic.Int64
+	readsBefore   atomic.Int64
+	checkpointErr error
+}
+
+func (m *walMemory) Checkpoint(context.Context) error {
+	m.checkpoints.Add(1)
+	m.readsBefore.Store(m.reads.Load())
+	return m.checkpointErr
 }
 
 func (m *walMemory) Transfer(ctx context.Context, from, to int, amount int64) error {
@@ -384,6 +395,29 @@ func TestRunMeasuresWAL(t *testing.T) {
 	}
 	if a.reads.Load() != 2 {
 		t.Fatalf("%d WAL reads, want 2 (before and after the window)", a.reads.Load())
+	}
+	if a.checkpoints.Load() != 1 || a.readsBefore.Load() != 0 || r.CheckpointError != "" {
+		t.Fatalf("%d checkpoints, the last after %d WAL reads, error %q; want 1, before the window",
+			a.checkpoints.Load(), a.readsBefore.Load(), r.CheckpointError)
+	}
+
+	// A checkpoint the server refuses is reported, and the run goes on.
+	refused := &walMemory{Memory: labtest.NewMemory(labtest.Config{}), perTransfer: 300,
+		checkpointErr: errors.New("must be superuser or have privileges of pg_checkpoint")}
+	r, err = lab.Run(context.Background(), refused, shortWorkload(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.CheckpointError, "pg_checkpoint") || !r.Passed() || r.WALPerTransfer != 300 {
+		t.Fatalf("refused checkpoint: error %q, passed %v, WAL %v per transfer", r.CheckpointError, r.Passed(), r.WALPerTransfer)
+	}
+	var md bytes.Buffer
+	rep := lab.Report{Workload: r.Workload, Concurrencies: []int{r.Workload.Concurrency}, Rounds: 1, Results: []lab.Result{r}}
+	if err := lab.WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "run without a checkpoint before it") {
+		t.Fatalf("the report does not say the run had no checkpoint:\n%s", md.String())
 	}
 
 	failing := &walMemory{Memory: labtest.NewMemory(labtest.Config{}), perTransfer: 300, failAt: 2}

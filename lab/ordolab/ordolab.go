@@ -254,6 +254,22 @@ func (a *Approach) WALPosition(ctx context.Context) (uint64, bool, error) {
 	return pos, true, err
 }
 
+// Checkpoint implements lab.WALReader.
+func (a *Approach) Checkpoint(ctx context.Context) error {
+	if a.cfg.StoreKind != "postgres" {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, a.cfg.PG)
+	if err != nil {
+		return fmt.Errorf("ordo: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("ordo: %w", err)
+	}
+	return nil
+}
+
 // Close stops the cluster.
 func (a *Approach) Close() error {
 	if a.cl == nil {

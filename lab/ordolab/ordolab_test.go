@@ -112,8 +112,8 @@ func runShort(t *testing.T, b lab.Builder, s lab.Settings) lab.Result {
 // passing, and, keeping nothing in PostgreSQL, reports no WAL.
 func TestApproachOnMemoryStore(t *testing.T) {
 	r := runShort(t, ordolab.Builder("ordo-mem", "memory"), lab.Settings{})
-	if r.WALBytes != 0 || r.WALError != "" {
-		t.Fatalf("WAL %d bytes, error %q, for an approach with no PostgreSQL", r.WALBytes, r.WALError)
+	if r.WALBytes != 0 || r.WALError != "" || r.CheckpointError != "" {
+		t.Fatalf("WAL %d bytes, error %q, checkpoint error %q, for an approach with no PostgreSQL", r.WALBytes, r.WALError, r.CheckpointError)
 	}
 	t.Logf("ordo-mem: %d ok, %.0f/s", r.OK, r.Throughput)
 }
@@ -123,8 +123,8 @@ func TestApproachOnMemoryStore(t *testing.T) {
 // well above a single row's.
 func TestApproachOnPostgresReportsWAL(t *testing.T) {
 	r := runShort(t, ordolab.Builder("ordo-pg", "postgres"), lab.Settings{PG: pgtest.URL(t)})
-	if r.WALError != "" || r.WALBytes <= 0 || r.WALPerTransfer < 200 {
-		t.Fatalf("WAL %d bytes, %.0f per transfer, error %q", r.WALBytes, r.WALPerTransfer, r.WALError)
+	if r.WALError != "" || r.WALBytes <= 0 || r.WALPerTransfer < 200 || r.CheckpointError != "" {
+		t.Fatalf("WAL %d bytes, %.0f per transfer, error %q; checkpoint error %q", r.WALBytes, r.WALPerTransfer, r.WALError, r.CheckpointError)
 	}
 	t.Logf("ordo-pg: %d ok, %.0f/s, %.0f B of WAL per transfer", r.OK, r.Throughput, r.WALPerTransfer)
 }

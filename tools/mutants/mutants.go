@@ -269,6 +269,14 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "lab/checkpoint-before-run",
+		Guard: "measurement: a run on PostgreSQL starts right after a checkpoint, and a refused one is reported",
+		File:  "lab/runner.go",
+		Orig:  `	if err := checkpoint(ctx, a); err != nil {`,
+		Repl:  `	if err := error(nil); err != nil {`,
+		Pkgs:  []string{"./lab"},
+	},
+	{
 		Name:  "etcdstore/create-refused",
 		Guard: "S3: etcd refuses a record written as new when the entity is stored",
 		File:  "persistence/etcdstore/etcd.go",

@@ -16,28 +16,9 @@ import (
 func TestMigrateFromVersion1(t *testing.T) {
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	ctx := t.Context()
-	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
-	for _, stmt := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + q("schema_version") + " (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)",
-		"INSERT INTO " + q("schema_version") + " VALUES (1, 1)",
-		migrations(schema)[0],
-		"INSERT INTO " + q("fences") + " VALUES (7, 3)",
-		"INSERT INTO " + q("entities") + " VALUES ('k', 'a', 7, 3, 'old')",
-	} {
-		if err := pgtest.Exec(ctx, url, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	s, err := Open(ctx, Config{URL: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var version int
-	if err := s.pool.QueryRow(ctx, "SELECT version FROM "+q("schema_version")).Scan(&version); err != nil || version != SchemaVersion {
-		t.Fatalf("version %d, %v; want %d", version, err, SchemaVersion)
-	}
+	s, _ := openFromVersion(t, url, schema, 1,
+		"INSERT INTO %s VALUES (7, 3)", "fences",
+		"INSERT INTO %s VALUES ('k', 'a', 7, 3, 'old')", "entities")
 	r, err := s.Load(ctx, "k", "a")
 	if err != nil || string(r.Data) != "old" || r.Epoch != 3 || r.Due != 0 {
 		t.Fatalf("Load = %+v, %v", r, err)
@@ -71,27 +52,10 @@ func TestMigrateFromVersion1(t *testing.T) {
 func TestMigrateFromVersion3KeepsJournal(t *testing.T) {
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	ctx := t.Context()
-	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
-	stmts := []string{
-		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + q("schema_version") + " (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)",
-		"INSERT INTO " + q("schema_version") + " VALUES (1, 3)",
-	}
-	stmts = append(stmts, migrations(schema)[:3]...)
-	stmts = append(stmts,
-		"INSERT INTO "+q("fences")+" VALUES (7, 3, 3)",
-		"INSERT INTO "+q("entities")+" VALUES ('k', 'a', 7, 3, 'old', 0)",
-		"INSERT INTO "+q("events")+" VALUES ('k', 'a', 1, 7, 1, 'e1'), ('k', 'a', 2, 7, 2, 'e2'), ('k', 'a', 3, 7, 3, 'e3')")
-	for _, stmt := range stmts {
-		if err := pgtest.Exec(ctx, url, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	s, err := Open(ctx, Config{URL: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, q := openFromVersion(t, url, schema, 3,
+		"INSERT INTO %s VALUES (7, 3, 3)", "fences",
+		"INSERT INTO %s VALUES ('k', 'a', 7, 3, 'old', 0)", "entities",
+		"INSERT INTO %s VALUES ('k', 'a', 1, 7, 1, 'e1'), ('k', 'a', 2, 7, 2, 'e2'), ('k', 'a', 3, 7, 3, 'e3')", "events")
 	var rows, events int
 	counts := func() {
 		t.Helper()
@@ -157,4 +121,38 @@ func TestMigrateFromVersion3KeepsJournal(t *testing.T) {
 	if last, err := s.LastSeq(ctx, "k", "a"); err != nil || last != 7 {
 		t.Fatalf("LastSeq = %d, %v", last, err)
 	}
+}
+
+// openFromVersion makes schema a database at schema version v, with the
+// rows the statements insert (pairs of a format and the table it names),
+// opens it, and checks that Open brought it to SchemaVersion. It returns
+// the store (closed with t) and a quoter of the schema's table names.
+func openFromVersion(t *testing.T, url, schema string, v int, inserts ...string) (*Store, func(string) string) {
+	t.Helper()
+	ctx := t.Context()
+	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	stmts := []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + q("schema_version") + " (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)",
+		fmt.Sprintf("INSERT INTO %s VALUES (1, %d)", q("schema_version"), v),
+	}
+	stmts = append(stmts, migrations(schema)[:v]...)
+	for i := 0; i+1 < len(inserts); i += 2 {
+		stmts = append(stmts, fmt.Sprintf(inserts[i], q(inserts[i+1])))
+	}
+	for _, stmt := range stmts {
+		if err := pgtest.Exec(ctx, url, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	s, err := Open(ctx, Config{URL: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var version int
+	if err := s.pool.QueryRow(ctx, "SELECT version FROM "+q("schema_version")).Scan(&version); err != nil || version != SchemaVersion {
+		t.Fatalf("version %d, %v; want %d", version, err, SchemaVersion)
+	}
+	return s, q
 }

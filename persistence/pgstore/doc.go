@@ -5,17 +5,20 @@
 //
 // Open creates, in Config.Schema, four tables and records the schema
 // version (upgrading version 1, which had no journal, version 2, which had
-// no reminder index, and version 3, which kept one event per row); it is
+// no reminder index, version 3, which kept one event per row, and version
+// 4, which kept no journal's end on its entity's row); it is
 // idempotent, and concurrent Opens are serialised by a transaction-scoped
 // advisory lock. A database whose schema version is newer than this code's
 // SchemaVersion is refused with ErrSchemaTooNew: upgrade every process
 // that uses a schema before a newer one opens it (a process of version 3
-// that is still running reads a row of several events as one).
+// that is still running reads a row of several events as one; one of
+// version 4 leaves jend behind, and the next Save of that journal is
+// refused).
 //
 //	schema_version (id = 1, version)
 //	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)
 //	entities (kind text, id text, shard bigint, epoch bigint, data bytea,
-//	          due bigint, primary key (kind, id),
+//	          due bigint, jend bigint, primary key (kind, id),
 //	          partial index entities_due (shard, due) where due > 0)
 //	events   (kind text, id text, seq bigint, shard bigint, pos bigint,
 //	          data bytea, n integer, skip integer,
@@ -71,10 +74,14 @@
 // DeleteEventsBefore asks, keeping each journal's last event: rows below
 // the bound go, and a row the bound cuts keeps its place with its leading
 // events marked deleted (skip), which reads pass over. The end of a
-// journal is read from the statement's snapshot; if another Save under the
-// same epoch appended to the same journal after it was taken, the insert
-// fails on the primary key (both rows start where the snapshot's journal
-// ended), having written nothing, and Save runs the statement once more,
+// journal is read from the statement's snapshot, which is taken before
+// the locks are granted. If another Save under the same epoch appended to
+// the same journal after it was taken, the insert fails on the primary key
+// (both rows start where the snapshot's journal ended); and because that
+// Save may also have deleted the rows it appended, the entity's row keeps
+// where its journal ends (jend), which the upsert checks against the
+// record's first event under the row's lock, on the row's latest version.
+// Either failure writes nothing, and Save runs the statement once more,
 // whose check then refuses the shard with a SequenceError.
 //
 // The lock makes Saves that touch one shard's journals commit one at a

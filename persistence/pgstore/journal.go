@@ -19,12 +19,25 @@ import (
 // KEY UPDATE rather than FOR SHARE, so that Saves of one shard that touch
 // journals commit one at a time, in the order they take the lock; it
 // checks, per record with events, that the first continues the journal
-// (head, bad), and writes a shard only when every record of it does; it
+// (head, bad), and writes a shard only when every record of it does (and
+// checks it again under the entity row's lock, see jend below); it
 // inserts each record's events as one row (rows.go), numbering each
 // shard's rows from the fence row's jpos on and moving jpos past them
 // (ev, ins, adv); and it deletes the events records ask to delete: rows
 // all of whose events go (del), and the leading events of a row cut by
 // the bound (cut, which raises the row's skip).
+//
+// head reads where a journal ends from the statement's snapshot, taken
+// before the fence locks are granted. A Save of the same shard under the
+// same epoch (confused writers: the runtime never runs two) can commit in
+// between, appending the very Seqs this one is about to append and then
+// deleting them again: the snapshot check passes and no stored row
+// collides. So the entity's row carries where its journal ends (jend), and
+// the upsert, which updates the row's latest version under its lock,
+// checks that it is where this record's events start; when it is not, it
+// sets jend to -1, which the column's constraint (journalContinues)
+// refuses, failing the statement with nothing written (saveJournal then
+// runs it again, with a snapshot that shows the other Save).
 //
 // The check of creations (dup) and the deletes (del) are left out of the
 // statement when v says the batch has none: each costs PostgreSQL
@@ -85,11 +98,15 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 	SELECT req.shard, f.jpos FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
 	WHERE req.shard NOT IN (SELECT shard FROM bad)` + notDup + `
 ), w AS (
-	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due)
-	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due FROM r
+	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due, jend)
+	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due, r.last FROM r
 	WHERE r.shard IN (SELECT shard FROM ok)
 	ORDER BY r.ord
-	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due
+	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due,
+		jend = CASE
+			WHEN excluded.jend = 0 THEN e.jend
+			WHEN (e.kind, e.id, e.jend + 1) IN (SELECT kind, id, first FROM r) THEN excluded.jend
+			ELSE -1 END
 	RETURNING 1
 ), ev AS MATERIALIZED (
 	SELECT r.kind, r.id, x.seq, r.shard, ok.jpos + row_number() OVER (PARTITION BY r.shard ORDER BY x.ord) AS pos, x.data, x.n
@@ -142,14 +159,15 @@ ORDER BY top.pos, top.shard`
 func (s *Store) saveJournal(ctx context.Context, recs []persistence.Record, outcome map[uint32]error) (map[uint32]error, error) {
 	b := newJournalBatch(recs)
 	err := s.runJournal(ctx, b, outcome)
-	if isDuplicateEvent(err) {
+	if isStaleJournal(err) {
 		// Another Save under the same epoch appended to one of these
 		// journals after this statement's snapshot was taken: the
-		// statement read where the journal ended from its snapshot and
-		// failed on the primary key, writing nothing. Run it again: its
-		// new snapshot shows the other Save, so the check refuses the
-		// shard with a SequenceError, and the rest of the batch goes
-		// through.
+		// statement read where the journal ended from its snapshot, and
+		// failed, writing nothing, on the primary key (the other Save's
+		// row starts at the same Seq) or on the entity row's jend. Run it
+		// again: its new snapshot shows the other Save, so the check
+		// refuses the shard with a SequenceError, and the rest of the
+		// batch goes through.
 		err = s.runJournal(ctx, b, outcome)
 	}
 	if err != nil {
@@ -160,9 +178,19 @@ func (s *Store) saveJournal(ctx context.Context, recs []persistence.Record, outc
 	return outcome, nil
 }
 
-func isDuplicateEvent(err error) bool {
+// journalContinues names the constraint on entities.jend that a stale
+// journal check trips (journalSaveSQL).
+const journalContinues = "entities_journal_continues"
+
+// isStaleJournal reports whether err is a journal Save's failure on a
+// journal appended to after its snapshot (see journalSaveSQL).
+func isStaleJournal(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "events_pkey"
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == "23505" && pe.ConstraintName == "events_pkey" ||
+		pe.Code == "23514" && pe.ConstraintName == journalContinues
 }
 
 // journalBatch is a batch as journalSaveSQL takes it.

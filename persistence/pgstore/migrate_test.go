@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -121,6 +122,63 @@ func TestMigrateFromVersion3KeepsJournal(t *testing.T) {
 	if last, err := s.LastSeq(ctx, "k", "a"); err != nil || last != 7 {
 		t.Fatalf("LastSeq = %d, %v", last, err)
 	}
+}
+
+// A journal written at schema version 4 gets its end on its entity's row
+// (jend, counting every event of its last row), and continues from there.
+func TestMigrateFromVersion4SetsJournalEnds(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	three := packed(t, "e1", "e2", "e3")
+	s, q := openFromVersion(t, url, schema, 4,
+		"INSERT INTO %s VALUES (7, 3, 1)", "fences",
+		"INSERT INTO %s VALUES ('k', 'a', 7, 3, 'old', 0), ('k', 'b', 7, 3, 'plain', 0)", "entities",
+		"INSERT INTO %s VALUES ('k', 'a', 1, 7, 1, '\\x"+fmt.Sprintf("%x", three)+"', 3, 1)", "events")
+	ends := map[string]int64{}
+	rows, err := s.pool.Query(ctx, "SELECT id, jend FROM "+q("entities"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var end int64
+		if err := rows.Scan(&id, &end); err != nil {
+			t.Fatal(err)
+		}
+		ends[id] = end
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ends) != "map[a:3 b:0]" {
+		t.Fatalf("journal ends after the upgrade = %v, want map[a:3 b:0]", ends)
+	}
+	rec := persistence.Record{Kind: "k", ID: "a", Shard: 7, Epoch: 3, Data: []byte("new"),
+		Events: []persistence.Event{{Seq: 4, Data: []byte("e4")}}}
+	if out, err := s.Save(ctx, []persistence.Record{rec}); err != nil || out[7] != nil {
+		t.Fatalf("Save of event 4: %v, %v", out, err)
+	}
+	if out, err := s.Save(ctx, []persistence.Record{rec}); err != nil || !errors.Is(out[7], persistence.ErrSequence) {
+		t.Fatalf("Save of event 4 again: %v, %v; want ErrSequence", out, err)
+	}
+	got, err := s.ReadEvents(ctx, "k", "a", 0, 10)
+	if err != nil || len(got) != 3 || fmt.Sprintf("%s %s", got[0].Data, got[2].Data) != "e2 e4" {
+		t.Fatalf("ReadEvents = %v, %v; want e2, e3, e4", got, err)
+	}
+}
+
+// packed is the data of an event row holding datas (rows.go).
+func packed(t *testing.T, datas ...string) []byte {
+	t.Helper()
+	evs := make([]persistence.Event, len(datas))
+	for i, d := range datas {
+		evs[i] = persistence.Event{Seq: uint64(i + 1), Data: []byte(d)}
+	}
+	data, n := packEvents(evs)
+	if n != len(datas) {
+		t.Fatalf("packEvents packed %d events of %d", n, len(datas))
+	}
+	return data
 }
 
 // openFromVersion makes schema a database at schema version v, with the

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the version of the tables this code creates and uses.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // DefaultSchema is the default of Config.Schema.
 const DefaultSchema = "ordo"
@@ -257,6 +257,12 @@ CREATE INDEX entities_due ON ` + t("entities") + ` (shard, due) WHERE due > 0`,
 		// Rows of several events (rows.go); a row of version 3 holds one.
 		`ALTER TABLE ` + t("events") + ` ADD COLUMN n integer NOT NULL DEFAULT 1 CHECK (n >= 1),
 	ADD COLUMN skip integer NOT NULL DEFAULT 0 CHECK (skip >= 0 AND skip < n)`,
+		// Where each journal ends, on its entity's row (journalSaveSQL).
+		`ALTER TABLE ` + t("entities") + ` ADD COLUMN jend bigint NOT NULL DEFAULT 0
+	CONSTRAINT ` + journalContinues + ` CHECK (jend >= 0);
+UPDATE ` + t("entities") + ` AS e SET jend = j.last
+FROM (SELECT kind, id, max(seq + n - 1) AS last FROM ` + t("events") + ` GROUP BY kind, id) AS j
+WHERE e.kind = j.kind AND e.id = j.id`,
 	}
 }
 

@@ -515,3 +515,119 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 		t.Fatalf("feed after the first Save committed = %v, want [a2 a3]", got)
 	}
 }
+
+// TestStaleSnapshotCannotReuseSeqs runs the one order of events in which a
+// Save's snapshot alone would let two writers under the same epoch write a
+// Seq twice: Save B takes its snapshot and waits for a lock; meanwhile A1
+// appends the events B is about to append, and A2 appends more and deletes
+// A1's. B's snapshot still shows the journal ending where it ended, and no
+// stored row holds B's Seqs any more. B must be refused (ErrSequence) and
+// the journal keep A2's events alone.
+//
+// B waits on shard 1's fence row, which a test transaction holds; its
+// batch also writes shard 2, the journal's shard, whose fence row it locks
+// after shard 1's (in shard order), so A1 and A2 run freely meanwhile.
+func TestStaleSnapshotCannotReuseSeqs(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	s := open(t, schema)
+	ctx := t.Context()
+	for sh := uint32(1); sh <= 2; sh++ {
+		if err := s.Fence(ctx, sh, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(data string, del uint64, seqs ...uint64) persistence.Record {
+		r := persistence.Record{Kind: "k", ID: "j", Shard: 2, Epoch: 1, Data: []byte(data), DeleteEventsBefore: del}
+		for _, seq := range seqs {
+			r.Events = append(r.Events, persistence.Event{Seq: seq, Data: []byte(fmt.Sprint(data, seq))})
+		}
+		return r
+	}
+	mustSave := func(recs ...persistence.Record) {
+		t.Helper()
+		out, err := s.Save(ctx, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sh, e := range out {
+			if e != nil {
+				t.Fatalf("shard %d: %v", sh, e)
+			}
+		}
+	}
+	mustSave(rec("start", 0, 1))
+
+	blocker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(context.Background())
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	fences := pgx.Identifier{schema, "fences"}.Sanitize()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+fences+" WHERE shard = 1 FOR NO KEY UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out map[uint32]error
+		err error
+	}
+	stale := make(chan result, 1)
+	go func() {
+		out, err := s.Save(ctx, []persistence.Record{
+			{Kind: "k", ID: "other", Shard: 1, Epoch: 1, Data: []byte("other")},
+			rec("B", 0, 2),
+		})
+		stale <- result{out, err}
+	}()
+	watch, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		var n int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+		if err == nil && n == 0 {
+			err = errors.New("Save B is not waiting")
+		}
+		return err
+	})
+	mustSave(rec("A1", 0, 2, 3))
+	mustSave(rec("A2", 4, 4))
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-stale
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if err := res.out[1]; err != nil {
+		t.Fatalf("shard 1, untouched by the other writers: %v", err)
+	}
+	if err := res.out[2]; !errors.Is(err, persistence.ErrSequence) {
+		t.Fatalf("shard 2: %v, want ErrSequence", err)
+	}
+	evs, err := s.ReadEvents(ctx, "k", "j", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Data))
+	}
+	if fmt.Sprint(got) != "[4:A24]" {
+		t.Fatalf("journal = %v, want [4:A24]", got)
+	}
+	r, err := s.Load(ctx, "k", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Data) != "A2" {
+		t.Fatalf("record = %q, want A2's", r.Data)
+	}
+}

@@ -269,6 +269,15 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "pgstore/journal-end-under-lock",
+		Guard: "the Journal contract: two writers under one epoch never write a Seq twice, even from a stale snapshot",
+		File:  "persistence/pgstore/journal.go",
+		Orig:  "			ELSE -1 END",
+		Repl:  "			ELSE excluded.jend END",
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
 		Name:  "lab/checkpoint-before-run",
 		Guard: "measurement: a run on PostgreSQL starts right after a checkpoint, and a refused one is reported",
 		File:  "lab/runner.go",

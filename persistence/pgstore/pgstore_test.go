@@ -520,14 +520,23 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 // Save's snapshot alone would let two writers under the same epoch write a
 // Seq twice: Save B takes its snapshot and waits for a lock; meanwhile A1
 // appends the events B is about to append, and A2 appends more and deletes
-// A1's. B's snapshot still shows the journal ending where it ended, and no
-// stored row holds B's Seqs any more. B must be refused (ErrSequence) and
-// the journal keep A2's events alone.
+// A1's. B's snapshot still shows the journal ending where it ended (or the
+// entity not stored at all), and no stored row holds B's Seqs any more. B
+// must be refused (ErrSequence) and the journal keep A2's events alone.
 //
 // B waits on shard 1's fence row, which a test transaction holds; its
 // batch also writes shard 2, the journal's shard, whose fence row it locks
 // after shard 1's (in shard order), so A1 and A2 run freely meanwhile.
 func TestStaleSnapshotCannotReuseSeqs(t *testing.T) {
+	for _, base := range []uint64{0, 1} {
+		name := map[uint64]string{0: "new entity", 1: "stored journal"}[base]
+		t.Run(name, func(t *testing.T) { testStaleSnapshot(t, base) })
+	}
+}
+
+// testStaleSnapshot is TestStaleSnapshotCannotReuseSeqs on a journal of
+// base events (none: the entity is not stored when B's snapshot is taken).
+func testStaleSnapshot(t *testing.T, base uint64) {
 	url, schema := pgtest.URL(t), pgtest.Schema(t)
 	s := open(t, schema)
 	ctx := t.Context()
@@ -555,7 +564,9 @@ func TestStaleSnapshotCannotReuseSeqs(t *testing.T) {
 			}
 		}
 	}
-	mustSave(rec("start", 0, 1))
+	if base > 0 {
+		mustSave(rec("start", 0, base))
+	}
 
 	blocker, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -579,7 +590,7 @@ func TestStaleSnapshotCannotReuseSeqs(t *testing.T) {
 	go func() {
 		out, err := s.Save(ctx, []persistence.Record{
 			{Kind: "k", ID: "other", Shard: 1, Epoch: 1, Data: []byte("other")},
-			rec("B", 0, 2),
+			rec("B", 0, base+1),
 		})
 		stale <- result{out, err}
 	}()
@@ -597,8 +608,8 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 		}
 		return err
 	})
-	mustSave(rec("A1", 0, 2, 3))
-	mustSave(rec("A2", 4, 4))
+	mustSave(rec("A1", 0, base+1, base+2))
+	mustSave(rec("A2", base+3, base+3))
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -620,8 +631,8 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 	for _, e := range evs {
 		got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Data))
 	}
-	if fmt.Sprint(got) != "[4:A24]" {
-		t.Fatalf("journal = %v, want [4:A24]", got)
+	if want := fmt.Sprintf("[%d:A2%d]", base+3, base+3); fmt.Sprint(got) != want {
+		t.Fatalf("journal = %v, want %v", got, want)
 	}
 	r, err := s.Load(ctx, "k", "j")
 	if err != nil {

@@ -12,8 +12,8 @@
 // SchemaVersion is refused with ErrSchemaTooNew: upgrade every process
 // that uses a schema before a newer one opens it (a process of version 3
 // that is still running reads a row of several events as one; one of
-// version 4 leaves jend behind, and the next Save of that journal is
-// refused).
+// version 4 leaves jend behind, and every later Save of that journal by
+// this code fails with ErrOutcomeUnknown).
 //
 //	schema_version (id = 1, version)
 //	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)

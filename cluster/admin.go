@@ -32,6 +32,7 @@ type Status struct {
 	Shards     []OwnedShard      `json:"shards"`
 	Entities   int               `json:"active_entities"`
 	Host       actors.HostStats  `json:"host"`
+	Transport  TransportStats    `json:"transport"`
 	Time       time.Time         `json:"time"`
 	Extra      map[string]string `json:"extra,omitempty"`
 }
@@ -70,7 +71,7 @@ func (n *Node) Status() Status {
 	st := Status{
 		Node: n.cfg.NodeID, RemoteAddr: n.tr.addr, GossipAddr: n.members.addr(),
 		Lease: int64(n.place.Lease()), LeaseValid: n.place.Valid(), Time: time.Now().UTC(),
-		Host: n.host.Stats(),
+		Host: n.host.Stats(), Transport: n.tr.stats(),
 	}
 	st.Entities = st.Host.Active
 	if err := n.Readiness(); err != nil {

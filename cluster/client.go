@@ -123,6 +123,10 @@ func (c *Client) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Repl
 	return c.router.Invoke(ctx, env)
 }
 
+// TransportStats returns what the client's transport has sent: its calls
+// and their frames (a client sends no results).
+func (c *Client) TransportStats() TransportStats { return c.tr.stats() }
+
 // Close releases the client's connections. It is idempotent.
 func (c *Client) Close() error {
 	c.once.Do(func() {

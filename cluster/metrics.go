@@ -92,6 +92,24 @@ func (m *metrics) registerHost(h *actors.Host) {
 	)
 }
 
+// registerTransport exposes what the transport sent to other processes.
+func (m *metrics) registerTransport(t *transport) {
+	counter := func(name, help string, f func(TransportStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(t.stats())) })
+	}
+	m.reg.MustRegister(
+		counter("ordo_transport_calls_sent_total", "Calls (requests and one-way messages) sent to other processes.",
+			func(s TransportStats) uint64 { return s.Calls }),
+		counter("ordo_transport_call_frames_sent_total", "Frames that carried them.",
+			func(s TransportStats) uint64 { return s.CallFrames }),
+		counter("ordo_transport_results_sent_total", "Results sent back to calling processes.",
+			func(s TransportStats) uint64 { return s.Results }),
+		counter("ordo_transport_result_frames_sent_total", "Frames that carried them.",
+			func(s TransportStats) uint64 { return s.ResultFrames }),
+	)
+}
+
 // lateFencer is a store that counts records it rejected by fencing after
 // the Save carrying them had reported an unknown outcome
 // (etcdstore.Store.LateFenced).

@@ -177,6 +177,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.router.local = n.host
 	n.metrics.registerHost(n.host)
+	n.metrics.registerTransport(n.tr)
 	n.metrics.registerStore(n.cfg.Store)
 	n.tr.serve(n.serveRemote)
 

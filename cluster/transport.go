@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
@@ -100,6 +101,27 @@ type transport struct {
 	peers   map[string]*peer
 	streams map[*serverStream]struct{}
 	closed  bool
+
+	// What went out to other processes (TransportStats).
+	calls, callFrames, results, resultFrames atomic.Uint64
+}
+
+// TransportStats counts what a process's transport sent to other
+// processes since it started: the calls (requests and one-way messages)
+// and the frames that carried them, and, on a node, the results it sent
+// back and their frames. A frame carries whatever was ready to go to one
+// peer, up to about 1 MiB. Messages between co-located entities, and
+// calls a node routes to itself, never reach the transport.
+type TransportStats struct {
+	Calls        uint64 `json:"calls"`
+	CallFrames   uint64 `json:"call_frames"`
+	Results      uint64 `json:"results"`
+	ResultFrames uint64 `json:"result_frames"`
+}
+
+func (t *transport) stats() TransportStats {
+	return TransportStats{Calls: t.calls.Load(), CallFrames: t.callFrames.Load(),
+		Results: t.results.Load(), ResultFrames: t.resultFrames.Load()}
 }
 
 // newTransport returns a transport that can call but does not listen. It
@@ -450,6 +472,8 @@ func (p *peer) run() {
 				p.fail(err)
 				return
 			}
+			p.t.calls.Add(uint64(n))
+			p.t.callFrames.Add(1)
 			clear(batch[:n])
 			batch = batch[n:]
 		}
@@ -510,7 +534,7 @@ func (s *transportServer) Calls(stream ordopb.Transport_CallsServer) error {
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		ss.send(ctx, stream)
+		ss.send(ctx, stream, s.t)
 	}()
 	err := s.receive(stream, ss)
 	if err == nil {
@@ -661,8 +685,9 @@ func (ss *serverStream) settle() {
 	}
 }
 
-// send writes queued results in frames until ctx ends or a send fails.
-func (ss *serverStream) send(ctx context.Context, stream ordopb.Transport_CallsServer) {
+// send writes queued results in frames until ctx ends or a send fails,
+// counting them in t.
+func (ss *serverStream) send(ctx context.Context, stream ordopb.Transport_CallsServer, t *transport) {
 	frame := &ordopb.ResultFrame{}
 	var batch []*ordopb.Result
 	for {
@@ -685,6 +710,8 @@ func (ss *serverStream) send(ctx context.Context, stream ordopb.Transport_CallsS
 			if err := stream.Send(frame); err != nil {
 				return // the receive side sees the broken stream too
 			}
+			t.results.Add(uint64(n))
+			t.resultFrames.Add(1)
 			ss.mu.Lock()
 			ss.sent += n
 			ss.mu.Unlock()

@@ -241,12 +241,28 @@ func TestTransportWritesPerCall(t *testing.T) {
 	})
 	const calls = 300
 	c0, s0 := clientWrites.Load(), serverWrites.Load()
+	cst0, sst0 := cl.stats(), srv.stats()
 	for range calls {
 		call()
 	}
 	if c, s := clientWrites.Load()-c0, serverWrites.Load()-s0; c != calls || s != calls {
 		t.Fatalf("%d calls, each alone on the connection: the client wrote %d times, the server %d; want %d each", calls, c, s, calls)
 	}
+	// The transport's own counts agree: a frame per call each way. The
+	// server counts a result once its frame is written, which may come
+	// just after the client read it.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		cst, sst := cl.stats(), srv.stats()
+		got := TransportStats{Calls: cst.Calls - cst0.Calls, CallFrames: cst.CallFrames - cst0.CallFrames,
+			Results: sst.Results - sst0.Results, ResultFrames: sst.ResultFrames - sst0.ResultFrames}
+		if want := (TransportStats{Calls: calls, CallFrames: calls, Results: calls, ResultFrames: calls}); got != want {
+			return fmt.Errorf("counted %+v, want %+v", got, want)
+		}
+		if cst.Results != 0 || sst.Calls != 0 {
+			return fmt.Errorf("the client counts %d results and the server %d calls; want 0", cst.Results, sst.Calls)
+		}
+		return nil
+	})
 }
 
 // One-way calls reach the serving side in order, and it sends no result
@@ -303,6 +319,17 @@ func TestTransportOneWay(t *testing.T) {
 		if ss.received != oneWay+1 || ss.sent != 1 || ss.inflight != 0 {
 			return fmt.Errorf("the stream received %d calls, sent %d results and owes %d calls; want %d, 1 and 0",
 				ss.received, ss.sent, ss.inflight, oneWay+1)
+		}
+		return nil
+	})
+	// A sender counts a frame once it is written, which may come just
+	// after its peer read it.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if st := cl.stats(); st.Calls != oneWay+1 || st.CallFrames < 1 || st.CallFrames > oneWay+1 {
+			return fmt.Errorf("the client counted %d calls in %d frames; want %d calls in 1 to %d frames", st.Calls, st.CallFrames, oneWay+1, oneWay+1)
+		}
+		if st := srv.stats(); st.Results != 1 || st.ResultFrames != 1 {
+			return fmt.Errorf("the server counted %d results in %d frames; want 1 in 1", st.Results, st.ResultFrames)
 		}
 		return nil
 	})

@@ -56,6 +56,26 @@ type WALReader interface {
 	Checkpoint(ctx context.Context) error
 }
 
+// WorkCounter is implemented by approaches that count their own work
+// (ordo: its store Saves and records, the calls its processes send each
+// other). WorkCounts returns running totals, always the same names in the
+// same order; Run reads them before and after the measured window and
+// reports each difference per acknowledged transfer (Result.Work). It is
+// called while no transfer runs, and must be cheap and never block.
+type WorkCounter interface {
+	WorkCounts() []Count
+}
+
+// Count is one running total of an approach's work (WorkCounter), or,
+// in Result.Work, its growth over a run.
+type Count struct {
+	Name string // a few lower-case words, e.g. "store saves"
+	N    uint64
+	// PerTransfer is N per acknowledged transfer (in Result.Work; 0 when
+	// none was).
+	PerTransfer float64 `json:",omitempty"`
+}
+
 type pauseKey struct{}
 
 type pause struct {

@@ -169,6 +169,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 				yesNo(r.Conserved()), r.MoneyDelta(), r.AccountsOff, r.Missing, r.Extra, check)
 		}
 		writeComparisons(b, rep, c)
+		writeWork(b, rep, ran)
 		var notes []string
 		for _, r := range ran {
 			if r.FirstError != "" {
@@ -179,6 +180,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			}
 			if r.WALError != "" {
 				notes = append(notes, fmt.Sprintf("- %s, WAL n/a: `%s`", rep.label(r), r.WALError))
+			}
+			if r.WorkError != "" {
+				notes = append(notes, fmt.Sprintf("- %s, work counts n/a: `%s`", rep.label(r), r.WorkError))
 			}
 			if r.CheckpointError != "" {
 				notes = append(notes, fmt.Sprintf("- %s, run without a checkpoint before it: `%s`", rep.label(r), r.CheckpointError))
@@ -198,6 +202,39 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	fmt.Fprintf(b, "\nColumns: *aborted* failed with no effect; *unknown* failed with an unknown outcome; *CPU-s/1k* machine CPU-seconds per 1,000 acknowledged transfers, *process CPU-s/1k* the part this process used; *WAL/transfer* bytes of write-ahead log the PostgreSQL server wrote per acknowledged transfer (pg_current_wal_lsn before and after the run, every client of the server counted; – for approaches that keep no data in PostgreSQL); *money Δ* final total − initial total; *accounts off* accounts whose balance ≠ initial + acknowledged credits − acknowledged debits, *missing*/*extra* the sums of those differences. Ratios are approach ÷ baseline: above 1 means more transfers/s, a longer p99, more CPU per transfer.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeWork writes, for the results that count their own work
+// (WorkCounter), each count per acknowledged transfer.
+func writeWork(b *strings.Builder, rep Report, ran []Result) {
+	var names []string
+	for _, r := range ran {
+		for _, c := range r.Work {
+			if !slices.Contains(names, c.Name) {
+				names = append(names, c.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nWork per acknowledged transfer, as the approach counts it:\n\n| approach | %s |\n|---|%s\n",
+		strings.Join(names, " | "), strings.Repeat("--:|", len(names)))
+	for _, r := range ran {
+		if len(r.Work) == 0 {
+			continue
+		}
+		cells := make([]string, len(names))
+		for i, name := range names {
+			cells[i] = "–"
+			for _, c := range r.Work {
+				if c.Name == name {
+					cells[i] = fmt.Sprintf("%.2f", c.PerTransfer)
+				}
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", rep.label(r), strings.Join(cells, " | "))
+	}
 }
 
 // label names a result in the tables: its approach, and its round when

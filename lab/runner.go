@@ -147,6 +147,12 @@ type Result struct {
 	WALPerTransfer float64 `json:",omitempty"`
 	WALError       string  `json:",omitempty"`
 
+	// Work is what the approach counted of its own work during Elapsed
+	// (WorkCounter): each count's growth, and its growth per acknowledged
+	// transfer. WorkError says why it was not measured.
+	Work      []Count `json:",omitempty"`
+	WorkError string  `json:",omitempty"`
+
 	// ExpectedTotal is Accounts × InitialBalance; Total the final sum.
 	ExpectedTotal, Total int64
 	// AccountsOff counts accounts whose final balance differs from
@@ -214,6 +220,7 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	}
 	workers := make([]*worker, w.Concurrency)
 	wal0, walOK, walErr := walPosition(ctx, a)
+	work0 := workCounts(a)
 	cpu0, cpuErr := ReadMachineCPU()
 	own0, ownErr := ReadProcessCPU()
 	start := time.Now()
@@ -231,6 +238,7 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	work1 := workCounts(a)
 	cpu1, err := ReadMachineCPU()
 	if cpuErr == nil {
 		cpuErr = err
@@ -299,6 +307,11 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		res.WALPerTransfer = float64(res.WALBytes) / float64(res.OK)
 	}
 
+	res.Work, err = workGrowth(work0, work1, res.OK)
+	if err != nil {
+		res.WorkError = err.Error()
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 	defer cancel()
 	bal, err := a.Balances(rctx)
@@ -309,6 +322,38 @@ func Run(ctx context.Context, a Approach, w Workload) (Result, error) {
 		return res, fmt.Errorf("lab: %s: %w", a.Name(), err)
 	}
 	return res, nil
+}
+
+// workCounts returns a's counts when it is a WorkCounter, else nil.
+func workCounts(a Approach) []Count {
+	if wc, ok := a.(WorkCounter); ok {
+		return wc.WorkCounts()
+	}
+	return nil
+}
+
+// workGrowth returns each count's growth from before to after, and its
+// growth per transfer of ok.
+func workGrowth(before, after []Count, ok int64) ([]Count, error) {
+	if len(before) != len(after) {
+		return nil, fmt.Errorf("the approach counted %d kinds of work before the run and %d after", len(before), len(after))
+	}
+	var out []Count
+	for i, b := range before {
+		a := after[i]
+		switch {
+		case a.Name != b.Name:
+			return nil, fmt.Errorf("the approach's count %d was %q before the run and %q after", i, b.Name, a.Name)
+		case a.N < b.N:
+			return nil, fmt.Errorf("the approach's count of %s went back from %d to %d", a.Name, b.N, a.N)
+		}
+		c := Count{Name: a.Name, N: a.N - b.N}
+		if ok > 0 {
+			c.PerTransfer = float64(c.N) / float64(ok)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // checkpoint has a checkpoint written when a is a WALReader, bounded by a

@@ -481,3 +481,75 @@ func TestMarkdownWAL(t *testing.T) {
 		t.Fatalf("gone WAL cell %q", c)
 	}
 }
+
+// workMemory counts three writes per acknowledged transfer, and setup
+// work that the run must not count.
+type workMemory struct {
+	*labtest.Memory
+	writes, setup atomic.Uint64
+	renames       bool        // name the count differently once a transfer is made
+	rename        atomic.Bool // named differently from now on
+}
+
+func (m *workMemory) Setup(ctx context.Context, accounts int, initial int64) error {
+	m.setup.Add(uint64(accounts))
+	return m.Memory.Setup(ctx, accounts, initial)
+}
+
+func (m *workMemory) Transfer(ctx context.Context, from, to int, amount int64) error {
+	err := m.Memory.Transfer(ctx, from, to, amount)
+	if err == nil {
+		m.writes.Add(3)
+		m.rename.Store(m.renames)
+	}
+	return err
+}
+
+func (m *workMemory) WorkCounts() []lab.Count {
+	name := "writes"
+	if m.rename.Load() {
+		name = "other writes"
+	}
+	return []lab.Count{{Name: "setup", N: m.setup.Load()}, {Name: name, N: m.writes.Load()}}
+}
+
+// Run reports an approach's own counts of its work over the measured
+// window, per acknowledged transfer, and the report shows them; counts
+// that do not match from before to after are reported, not used.
+func TestRunCountsWork(t *testing.T) {
+	a := &workMemory{Memory: labtest.NewMemory(labtest.Config{})}
+	r, err := lab.Run(context.Background(), a, shortWorkload(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []lab.Count{{Name: "setup", N: 0, PerTransfer: 0}, {Name: "writes", N: uint64(r.OK) * 3, PerTransfer: 3}}
+	if r.OK == 0 || r.WorkError != "" || !slices.Equal(r.Work, want) {
+		t.Fatalf("OK %d: work %+v, error %q; want %+v", r.OK, r.Work, r.WorkError, want)
+	}
+	var md bytes.Buffer
+	rep := lab.Report{Workload: r.Workload, Concurrencies: []int{r.Workload.Concurrency}, Rounds: 1, Results: []lab.Result{r}}
+	if err := lab.WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| approach | setup | writes |") || !strings.Contains(md.String(), "| "+r.Name+" | 0.00 | 3.00 |") {
+		t.Fatalf("the report has no table of work per transfer:\n%s", md.String())
+	}
+
+	// Counts renamed during the run are not compared.
+	renamed := &workMemory{Memory: labtest.NewMemory(labtest.Config{}), renames: true}
+	r, err = lab.Run(context.Background(), renamed, shortWorkload(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.WorkError, `"writes" before the run and "other writes" after`) || r.Work != nil || !r.Passed() {
+		t.Fatalf("renamed counts: work %+v, error %q, passed %v", r.Work, r.WorkError, r.Passed())
+	}
+	md.Reset()
+	rep.Results = []lab.Result{r}
+	if err := lab.WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "work counts n/a") {
+		t.Fatalf("the report does not say the work counts failed:\n%s", md.String())
+	}
+}

@@ -92,7 +92,11 @@ type transfer struct {
 	amount   int64
 }
 
-var _ lab.Approach = (*Approach)(nil)
+var (
+	_ lab.Approach    = (*Approach)(nil)
+	_ lab.WALReader   = (*Approach)(nil)
+	_ lab.WorkCounter = (*Approach)(nil)
+)
 
 // Name implements lab.Approach.
 func (a *Approach) Name() string { return a.name }
@@ -268,6 +272,29 @@ func (a *Approach) Checkpoint(ctx context.Context) error {
 		return fmt.Errorf("ordo: %w", err)
 	}
 	return nil
+}
+
+// WorkCounts implements lab.WorkCounter: over the cluster's nodes, the
+// store Saves their write batchers made, the records those carried, and
+// the entity writes they coalesced into them; and, over the nodes and
+// the lab's client, the calls and frames of calls and results their
+// transports sent to another process (in-process here, over loopback
+// TLS as between machines; co-located messages never are).
+func (a *Approach) WorkCounts() []lab.Count {
+	var saves, records, writes, calls, frames uint64
+	for _, n := range a.cl.Nodes() {
+		st := n.Status()
+		saves += st.Host.Batch.Saves
+		records += st.Host.Batch.Records
+		writes += st.Host.Batch.Writes
+		calls += st.Transport.Calls
+		frames += st.Transport.CallFrames + st.Transport.ResultFrames
+	}
+	cs := a.cl.Client().TransportStats()
+	calls += cs.Calls
+	frames += cs.CallFrames
+	return []lab.Count{{Name: "store saves", N: saves}, {Name: "records saved", N: records}, {Name: "entity writes", N: writes},
+		{Name: "network calls", N: calls}, {Name: "network frames", N: frames}}
 }
 
 // Close stops the cluster.

@@ -115,7 +115,36 @@ func TestApproachOnMemoryStore(t *testing.T) {
 	if r.WALBytes != 0 || r.WALError != "" || r.CheckpointError != "" {
 		t.Fatalf("WAL %d bytes, error %q, checkpoint error %q, for an approach with no PostgreSQL", r.WALBytes, r.WALError, r.CheckpointError)
 	}
+	checkWork(t, r)
 	t.Logf("ordo-mem: %d ok, %.0f/s", r.OK, r.Throughput)
+}
+
+// checkWork checks the approach's counts of its work against what a
+// transfer must cost at least: the client's call over the network, and
+// two records of its saga (the start, saved with the debit, and the
+// outcome, saved after the credit); and that every Save carries a record.
+// (A write may carry more than its entity's record, e.g. an account's
+// older dedup entries, so records may outnumber writes.)
+func checkWork(t *testing.T, r lab.Result) {
+	t.Helper()
+	got := map[string]uint64{}
+	for _, c := range r.Work {
+		got[c.Name] = c.N
+	}
+	ok := uint64(r.OK)
+	if r.WorkError != "" || len(got) != 5 || ok == 0 {
+		t.Fatalf("work %+v, error %q, %d ok", r.Work, r.WorkError, ok)
+	}
+	saves, records, writes := got["store saves"], got["records saved"], got["entity writes"]
+	calls, frames := got["network calls"], got["network frames"]
+	if saves == 0 || records < saves || writes == 0 || records < 2*ok {
+		t.Fatalf("%d ok transfers: %d saves of %d records from %d writes", ok, saves, records, writes)
+	}
+	if calls < ok || frames == 0 {
+		t.Fatalf("%d ok transfers: %d network calls in %d frames", ok, calls, frames)
+	}
+	t.Logf("per transfer: %.2f saves, %.2f records, %.2f writes, %.2f network calls, %.2f frames",
+		float64(saves)/float64(ok), float64(records)/float64(ok), float64(writes)/float64(ok), float64(calls)/float64(ok), float64(frames)/float64(ok))
 }
 
 // ordo on the PostgreSQL store reports the WAL the server wrote per
@@ -126,6 +155,7 @@ func TestApproachOnPostgresReportsWAL(t *testing.T) {
 	if r.WALError != "" || r.WALBytes <= 0 || r.WALPerTransfer < 200 || r.CheckpointError != "" {
 		t.Fatalf("WAL %d bytes, %.0f per transfer, error %q; checkpoint error %q", r.WALBytes, r.WALPerTransfer, r.WALError, r.CheckpointError)
 	}
+	checkWork(t, r)
 	t.Logf("ordo-pg: %d ok, %.0f/s, %.0f B of WAL per transfer", r.OK, r.Throughput, r.WALPerTransfer)
 }
 

@@ -278,6 +278,14 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "lab/work-over-the-window",
+		Guard: "measurement: an approach's counts of its work cover the measured window only",
+		File:  "lab/runner.go",
+		Orig:  "		c := Count{Name: a.Name, N: a.N - b.N}",
+		Repl:  "		c := Count{Name: a.Name, N: a.N}",
+		Pkgs:  []string{"./lab"},
+	},
+	{
 		Name:  "lab/checkpoint-before-run",
 		Guard: "measurement: a run on PostgreSQL starts right after a checkpoint, and a refused one is reported",
 		File:  "lab/runner.go",

@@ -365,23 +365,7 @@ func TestSaveWaitsForUncommittedFence(t *testing.T) {
 				})
 				done <- result{out, err}
 			}()
-			// Watch from a connection of its own: inside tx, pg_stat_activity
-			// is a snapshot taken at its first read in the transaction, so a
-			// first poll before the Save waits would hide it for good.
-			watch, err := pgx.Connect(t.Context(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer watch.Close(context.Background())
-			storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-				var n int
-				err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
-				if err == nil && n == 0 {
-					err = errors.New("Save not waiting for the lock")
-				}
-				return err
-			})
+			waitForBlockedSave(t, url, schema)
 			if commit {
 				err = tx.Commit(t.Context())
 			} else {
@@ -464,39 +448,14 @@ func TestFeedSurvivesOutOfOrderCommits(t *testing.T) {
 		t.Fatalf("feed = %v", setup)
 	}
 
-	blocker, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(context.Background())
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
 	events := pgx.Identifier{schema, "events"}.Sanitize()
-	if _, err := tx.Exec(ctx, "INSERT INTO "+events+" (kind, id, seq, shard, pos, data) VALUES ('k', 'a', 2, 1, 1000000, '')"); err != nil {
-		t.Fatal(err)
-	}
+	tx := holding(t, url, "INSERT INTO "+events+" (kind, id, seq, shard, pos, data) VALUES ('k', 'a', 2, 1, 1000000, '')")
 	first := make(chan error, 1)
 	go func() {
 		first <- save(persistence.Record{Kind: "k", ID: "a", Shard: 1, Epoch: 1, Data: []byte{},
 			Events: []persistence.Event{{Seq: 2, Data: []byte("a2")}, {Seq: 3, Data: []byte("a3")}}})
 	}()
-	watch, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close(context.Background())
-	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		var n int
-		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
-		if err == nil && n == 0 {
-			err = errors.New("the first Save is not waiting")
-		}
-		return err
-	})
+	waitForBlockedSave(t, url, schema)
 	// A later Save of shard 2 commits first, and the reader reads it.
 	if err := save(persistence.Record{Kind: "k", ID: "b", Shard: 2, Epoch: 1, Data: []byte{}, Events: ev(2, "b2")}); err != nil {
 		t.Fatal(err)
@@ -568,20 +527,8 @@ func testStaleSnapshot(t *testing.T, base uint64) {
 		mustSave(rec("start", 0, base))
 	}
 
-	blocker, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(context.Background())
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
 	fences := pgx.Identifier{schema, "fences"}.Sanitize()
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+fences+" WHERE shard = 1 FOR NO KEY UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := holding(t, url, "SELECT 1 FROM "+fences+" WHERE shard = 1 FOR NO KEY UPDATE")
 	type result struct {
 		out map[uint32]error
 		err error
@@ -594,20 +541,7 @@ func testStaleSnapshot(t *testing.T, base uint64) {
 		})
 		stale <- result{out, err}
 	}()
-	watch, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close(context.Background())
-	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		var n int
-		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
-		if err == nil && n == 0 {
-			err = errors.New("Save B is not waiting")
-		}
-		return err
-	})
+	waitForBlockedSave(t, url, schema)
 	mustSave(rec("A1", 0, base+1, base+2))
 	mustSave(rec("A2", base+3, base+3))
 	if err := tx.Rollback(ctx); err != nil {
@@ -641,4 +575,46 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $
 	if string(r.Data) != "A2" {
 		t.Fatalf("record = %q, want A2's", r.Data)
 	}
+}
+
+// holding runs stmt in a transaction it leaves open, holding the locks
+// stmt took until the test rolls it back (or ends).
+func holding(t *testing.T, url, stmt string) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(t.Context(), stmt); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// waitForBlockedSave waits until a Save statement on schema waits for a
+// lock. It watches from a connection of its own: inside a transaction,
+// pg_stat_activity is a snapshot taken at its first read, so a first poll
+// before the Save waits would hide it for good.
+func waitForBlockedSave(t *testing.T, url, schema string) {
+	t.Helper()
+	watch, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		var n int
+		err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+		if err == nil && n == 0 {
+			err = errors.New("no Save is waiting for a lock")
+		}
+		return err
+	})
 }

@@ -25,7 +25,10 @@ var tellerKind = actors.MustKind("teller", func() *testpb.Counter { return new(t
 
 // A one-way message crosses the mutual-TLS transport to the node that
 // owns its receiver and is applied there once; the sending node counts it
-// sent. A caller cannot Invoke a one-way envelope: nothing would answer.
+// sent, and its transport counts it as one call that gets no result,
+// while the calls each node makes to its own entities never reach the
+// transport. A caller cannot Invoke a one-way envelope: nothing would
+// answer.
 func TestOneWayAcrossNodes(t *testing.T) {
 	e := newEnv(t, nil, 16)
 	a := e.startKinds(e.config("n1"), counterKind, tellerKind)
@@ -36,6 +39,7 @@ func TestOneWayAcrossNodes(t *testing.T) {
 	from := ownedBy(t, a, tellerKind, e.shards)
 	to := ownedBy(t, b, counterKind, e.shards)
 	sent0, dropped0 := cluster.OneWayCounts(a)
+	trA0, trB0 := a.Status().Transport, b.Status().Transport
 	for i := range 5 {
 		_, err := cluster.Call[*testpb.Value](ctx, a, tellerKind.Ref(from), &testpb.Forward{To: to, Delta: 7, RequestId: fmt.Sprintf("tell-%d", i)})
 		require.NoError(t, err)
@@ -53,6 +57,18 @@ func TestOneWayAcrossNodes(t *testing.T) {
 	sent, dropped := cluster.OneWayCounts(a)
 	require.Equal(t, 5.0, sent-sent0, "one-way messages counted sent")
 	require.Equal(t, 0.0, dropped-dropped0, "one-way messages counted dropped")
+	// A transport counts a frame once it is written, which may come just
+	// after its peer applied it.
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		trA, trB := a.Status().Transport, b.Status().Transport
+		if calls := trA.Calls - trA0.Calls; calls != 5 || trB.Calls != trB0.Calls {
+			return fmt.Errorf("n1's transport sent %d calls and n2's %d; want 5 (the one-way Adds) and 0", calls, trB.Calls-trB0.Calls)
+		}
+		if trA.Results != trA0.Results || trB.Results != trB0.Results {
+			return fmt.Errorf("results sent: n1 %d, n2 %d; want none", trA.Results-trA0.Results, trB.Results-trB0.Results)
+		}
+		return nil
+	})
 
 	env, err := actors.Envelope(counter(to), &testpb.Add{Delta: 1}, actors.NewRequestID())
 	require.NoError(t, err)

@@ -179,15 +179,7 @@ func TestFenceWaitsForLockedSave(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Fence(t.Context(), 1, 2) }()
 	// The Fence is blocked on the lock: wait until PostgreSQL says so.
-	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		var n int
-		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %fences%' AND strpos(query, $1) > 0`, schema).Scan(&n)
-		if err == nil && n == 0 {
-			err = errors.New("Fence not waiting for the lock")
-		}
-		return err
-	})
+	waitForLockWait(t, url, schema, "INSERT INTO %fences%")
 	select {
 	case err := <-done:
 		t.Fatalf("Fence returned %v while the row was locked", err)
@@ -402,14 +394,8 @@ func TestSaveWaitsForUncommittedFence(t *testing.T) {
 // uncommitted row of a transaction of the test's own that holds the key
 // of its events' row (the Seq of its first event).
 func TestFeedSurvivesOutOfOrderCommits(t *testing.T) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
-	s := open(t, schema)
+	url, schema, s := openFenced(t, 2)
 	ctx := t.Context()
-	for sh := uint32(1); sh <= 2; sh++ {
-		if err := s.Fence(ctx, sh, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ev := func(seq uint64, data string) []persistence.Event {
 		return []persistence.Event{{Seq: seq, Data: []byte(data)}}
 	}
@@ -496,14 +482,8 @@ func TestStaleSnapshotCannotReuseSeqs(t *testing.T) {
 // testStaleSnapshot is TestStaleSnapshotCannotReuseSeqs on a journal of
 // base events (none: the entity is not stored when B's snapshot is taken).
 func testStaleSnapshot(t *testing.T, base uint64) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
-	s := open(t, schema)
+	url, schema, s := openFenced(t, 2)
 	ctx := t.Context()
-	for sh := uint32(1); sh <= 2; sh++ {
-		if err := s.Fence(ctx, sh, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
 	rec := func(data string, del uint64, seqs ...uint64) persistence.Record {
 		r := persistence.Record{Kind: "k", ID: "j", Shard: 2, Epoch: 1, Data: []byte(data), DeleteEventsBefore: del}
 		for _, seq := range seqs {
@@ -598,10 +578,17 @@ func holding(t *testing.T, url, stmt string) pgx.Tx {
 }
 
 // waitForBlockedSave waits until a Save statement on schema waits for a
-// lock. It watches from a connection of its own: inside a transaction,
-// pg_stat_activity is a snapshot taken at its first read, so a first poll
-// before the Save waits would hide it for good.
+// lock.
 func waitForBlockedSave(t *testing.T, url, schema string) {
+	t.Helper()
+	waitForLockWait(t, url, schema, "WITH req AS%")
+}
+
+// waitForLockWait waits until a statement on schema whose text is LIKE
+// like waits for a lock. It watches from a connection of its own: inside
+// a transaction, pg_stat_activity is a snapshot taken at its first read,
+// so a first poll before the statement waits would hide it for good.
+func waitForLockWait(t *testing.T, url, schema, like string) {
 	t.Helper()
 	watch, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -611,10 +598,24 @@ func waitForBlockedSave(t *testing.T, url, schema string) {
 	storetest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		var n int
 		err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH req AS%' AND strpos(query, $1) > 0`, schema).Scan(&n)
+WHERE wait_event_type = 'Lock' AND query LIKE $2 AND strpos(query, $1) > 0`, schema, like).Scan(&n)
 		if err == nil && n == 0 {
-			err = errors.New("no Save is waiting for a lock")
+			err = fmt.Errorf("no statement like %q is waiting for a lock", like)
 		}
 		return err
 	})
+}
+
+// openFenced opens a store in a schema of its own, with shards 1 to n
+// fenced at epoch 1, and returns the database URL and the schema too.
+func openFenced(t *testing.T, n uint32) (url, schema string, s *pgstore.Store) {
+	t.Helper()
+	url, schema = pgtest.URL(t), pgtest.Schema(t)
+	s = open(t, schema)
+	for sh := uint32(1); sh <= n; sh++ {
+		if err := s.Fence(t.Context(), sh, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return url, schema, s
 }

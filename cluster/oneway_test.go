@@ -33,7 +33,7 @@ func TestOneWayAcrossNodes(t *testing.T) {
 	e := newEnv(t, nil, 16)
 	a := e.startKinds(e.config("n1"), counterKind, tellerKind)
 	b := e.startKinds(e.config("n2"), counterKind, tellerKind)
-	e.settled(a, b)
+	e.converged(a, b) // each node owns its share: ownedBy finds entities of both
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	from := ownedBy(t, a, tellerKind, e.shards)

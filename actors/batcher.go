@@ -55,8 +55,9 @@ type write struct {
 	// until each receiver's write arrives, or the receiver says it made
 	// none, so that they share one Save.
 	expect int
-	// done is called exactly once, from the batcher's goroutine, with nil
-	// when the write is durable or the reason it is not.
+	// done is called exactly once, under the batcher's lock (it must
+	// neither call the batcher nor block), with nil when the write is
+	// durable or the reason it is not.
 	done func(error)
 	// span is the span of the run that made the write; nil: tracing off.
 	span trace.Span
@@ -89,7 +90,7 @@ type pending struct {
 	done1  [1]func(error) // done's first array: most pendings cover one write
 	// limit, when positive, is the most records of the write's shard a
 	// Save may carry with it: the store refused a larger group as too
-	// large (see run).
+	// large (see settle).
 	limit int
 
 	// events are the events of every write p covers, in order.
@@ -329,10 +330,15 @@ func (b *batcher) countCanceled(n int) {
 	b.statsMu.Unlock()
 }
 
-// batcher is the per-host group committer. One goroutine owns the queue.
-// Up to BatchMaxInFlight Saves run at once, but an entity is never in two
-// of them: its writes become durable in the order they were made, and a
-// newer queued snapshot of an entity replaces an older queued one.
+// batcher is the per-host group committer. Its queue is guarded by a
+// mutex rather than owned by a goroutine of its own: the goroutine that
+// makes a write queues it and, when a Save is due, starts it; the saver
+// that ran a Save takes its outcome and starts the next one. A write
+// reaches its Save, and its entity the outcome, through no goroutine that
+// exists only to pass it on. Up to BatchMaxInFlight Saves run at once,
+// but an entity is never in two of them: its writes become durable in the
+// order they were made, and a newer queued snapshot of an entity replaces
+// an older queued one.
 //
 // A store outcome matching persistence.ErrTooLarge for a shard is a
 // deterministic refusal: nothing of the shard's group was written. A group
@@ -352,11 +358,11 @@ type batcher struct {
 	tracer      trace.Tracer // nil: no spans (trace.go)
 	maxEvents   int          // events per shard group (HostConfig.BatchMaxEvents)
 
-	// in carries writes and cancels in one channel, so that a cancel never
-	// overtakes a write the same entity submitted before it.
-	in   chan batchOp
-	stop chan struct{}
-	done chan struct{}
+	mu     sync.Mutex
+	q      *queue // guarded by mu; set by start
+	closed bool   // guarded by mu: close has begun
+	cancel context.CancelFunc
+	done   chan struct{} // closed once close has waited for every Save
 
 	statsMu sync.Mutex
 	stats   BatchStats
@@ -380,34 +386,63 @@ func newBatcher(store persistence.Store, cfg HostConfig, onBatch func(int)) *bat
 		timeout:     cfg.StoreTimeout,
 		onBatch:     onBatch,
 		tracer:      cfg.Tracer,
-		in:          make(chan batchOp, 1024),
-		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
 }
 
-// submit queues w. It never blocks for long: the batcher drains its input
-// continuously. After close, w fails with ErrClosed.
-func (b *batcher) submit(w write) {
-	select {
-	case <-b.done:
-		w.done(ErrClosed)
-		return
-	default:
+// start starts the savers; the Saves run under a context of parent.
+func (b *batcher) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	b.mu.Lock()
+	b.cancel = cancel
+	b.q = newQueue(b, ctx, b.settled)
+	b.mu.Unlock()
+}
+
+// do runs op on the queue and starts the Saves that are then due. It
+// reports false, doing nothing, once close has begun.
+func (b *batcher) do(op batchOp) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
 	}
-	select {
-	case b.in <- batchOp{w: w}:
-	case <-b.done:
+	b.q.take(op)
+	b.q.flushReady()
+	return true
+}
+
+// submit queues w, and starts its Save when one is due. It never waits
+// for a Save. After close, w fails with ErrClosed.
+func (b *batcher) submit(w write) {
+	if !b.do(batchOp{w: w}) {
 		w.done(ErrClosed)
 	}
 }
 
 // noWrite reports that the receiver of a co-located message that depended
 // on dep made no write of its own.
-func (b *batcher) noWrite(dep writeDep) {
-	select {
-	case b.in <- batchOp{dep: &dep}:
-	case <-b.done:
+func (b *batcher) noWrite(dep writeDep) { b.do(batchOp{dep: &dep}) }
+
+// settled takes the outcome of a Save, from the saver that ran it.
+func (b *batcher) settled(res saveResult) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		b.q.settleClosed(res)
+		return
+	}
+	b.q.settle(res)
+	b.q.flushReady()
+}
+
+// wake is called by the queue's timers: a write that waited may go now.
+func (b *batcher) wake(f func(q *queue)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		f(b.q)
+		b.q.flushReady()
 	}
 }
 
@@ -422,12 +457,12 @@ func (b *batcher) cancelShard(shard uint32, epoch int64) {
 
 func (b *batcher) doCancel(r cancelReq) {
 	r.ack = make(chan struct{})
+	if !b.do(batchOp{cancel: &r}) {
+		<-b.done // no Save is left in flight then
+		return
+	}
 	select {
-	case b.in <- batchOp{cancel: &r}:
-		select {
-		case <-r.ack:
-		case <-b.done:
-		}
+	case <-r.ack:
 	case <-b.done:
 	}
 }
@@ -438,49 +473,33 @@ func (b *batcher) Stats() BatchStats {
 	return b.stats
 }
 
-// close stops the batcher after the in-flight Save, failing queued writes.
+// close stops the batcher: queued writes fail with ErrClosed, and close
+// returns once the Saves in flight have ended and their writes have been
+// told their outcome. Later writes fail with ErrClosed.
 func (b *batcher) close() {
-	select {
-	case <-b.stop:
-	default:
-		close(b.stop)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		<-b.done
+		return
 	}
-	<-b.done
+	b.closed = true
+	q := b.q
+	q.shutdown()
+	b.mu.Unlock()
+	q.stopSavers() // they run the Saves sent to them first
+	b.mu.Lock()
+	q.ackCancels() // none is left in flight: every one is acknowledged
+	b.mu.Unlock()
+	b.cancel()
+	close(b.done)
 }
 
-// run is the batcher's goroutine: it owns the queue until stop.
-func (b *batcher) run(parent context.Context) {
-	defer close(b.done)
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	q := newQueue(b, ctx)
-	defer q.stopTimers()
-	defer q.stopSavers() // after shutdown: no Save is in flight
-	for {
-		q.flushReady()
-		select {
-		case <-q.lingerC:
-			q.lingerC = nil
-			q.stalled = false
-		case op := <-b.in:
-			q.take(op)
-		case <-q.timerC:
-			q.timerC = nil
-		case res := <-q.results:
-			q.settle(res)
-		case <-b.stop:
-			q.shutdown()
-			return
-		}
-	}
-}
-
-// queue is the state of the batcher's goroutine: the writes waiting to be
-// sent, the Saves in flight, and what waits for them. Only run's
-// goroutine uses it.
+// queue is the batcher's state: the writes waiting to be sent, the Saves
+// in flight, and what waits for them. The batcher's mutex guards it.
 type queue struct {
 	b   *batcher
-	ctx context.Context // ends when run returns: the Saves' parent
+	ctx context.Context // the Saves' parent: ends when the batcher closes
 
 	queued map[Ref]*pending // the oldest unsent pending of each entity
 	order  []Ref            // FIFO of queued entities
@@ -491,7 +510,6 @@ type queue struct {
 	sending   map[Ref]bool // entities with a write in flight
 	jobs      chan saveJob // to the savers; never full: at most BatchMaxInFlight in flight
 	savers    sync.WaitGroup
-	results   chan saveResult
 
 	// stalled: every queued write belongs to an entity with a write in
 	// flight, or waits for a co-located write (it must wait for it); no
@@ -508,26 +526,28 @@ type queue struct {
 	inBatch map[*entry]uint64
 
 	firstQueued time.Time // when the oldest queued write arrived
-	timer       *time.Timer
-	timerC      <-chan time.Time // BatchMaxDelay after firstQueued
-	lingerT     *time.Timer
-	lingerC     <-chan time.Time // a write waiting for co-located writes may go
+	// timer fires BatchMaxDelay after firstQueued, lingerT when a write
+	// waiting for co-located writes may go. Each is armed while its on is
+	// set; a firing of an earlier arming (gen) finds it stale.
+	timer, lingerT      *time.Timer
+	timerOn, lingerOn   bool
+	timerGen, lingerGen uint64
 }
 
-// newQueue returns the queue of b's goroutine, with its BatchMaxInFlight
-// savers started: they run the Saves, and live as long as the queue, so
-// a Save neither starts a goroutine nor grows a new one's stack.
-func newQueue(b *batcher, ctx context.Context) *queue {
+// newQueue returns b's queue, with its BatchMaxInFlight savers started:
+// they run the Saves and hand each outcome to settled. They live as long
+// as the queue, so a Save neither starts a goroutine nor grows a new
+// one's stack.
+func newQueue(b *batcher, ctx context.Context, settled func(saveResult)) *queue {
 	q := &queue{b: b, ctx: ctx,
 		queued:   make(map[Ref]*pending),
 		inflight: make(map[int][]*pending),
 		sending:  make(map[Ref]bool),
 		jobs:     make(chan saveJob, b.maxInFlight),
-		results:  make(chan saveResult, b.maxInFlight),
 		poisoned: make(map[Ref]poison),
 	}
 	for range b.maxInFlight {
-		q.savers.Go(func() { b.saver(ctx, q.jobs, q.results) })
+		q.savers.Go(func() { b.saver(ctx, q.jobs, settled) })
 	}
 	return q
 }
@@ -539,12 +559,43 @@ func (q *queue) stopSavers() {
 }
 
 func (q *queue) stopTimers() {
-	if q.timer != nil {
+	if q.timerOn {
 		q.timer.Stop()
+		q.timerOn = false
 	}
-	if q.lingerT != nil {
+	if q.lingerOn {
 		q.lingerT.Stop()
+		q.lingerOn = false
 	}
+}
+
+// armTimer arms the delay timer to fire after d.
+func (q *queue) armTimer(d time.Duration) {
+	q.timerOn = true
+	q.timerGen++
+	gen := q.timerGen
+	q.timer = time.AfterFunc(d, func() {
+		q.b.wake(func(q *queue) {
+			if q.timerGen == gen {
+				q.timerOn = false
+			}
+		})
+	})
+}
+
+// armLinger arms the linger timer to fire after d.
+func (q *queue) armLinger(d time.Duration) {
+	q.lingerOn = true
+	q.lingerGen++
+	gen := q.lingerGen
+	q.lingerT = time.AfterFunc(d, func() {
+		q.b.wake(func(q *queue) {
+			if q.lingerGen == gen {
+				q.lingerOn = false
+				q.stalled = false
+			}
+		})
+	})
 }
 
 // take handles one input: a co-located receiver's report, a cancel, or a
@@ -829,14 +880,13 @@ func (q *queue) flushReady() {
 		if !q.flush() {
 			q.stalled = true
 		}
-		if q.timer != nil {
+		if q.timerOn {
 			q.timer.Stop()
-			q.timerC = nil
+			q.timerOn = false
 		}
 	}
-	if len(q.order) > 0 && len(q.inflight) < b.maxInFlight && !q.stalled && q.timerC == nil && b.maxDelay > 0 {
-		q.timer = time.NewTimer(b.maxDelay - time.Since(q.firstQueued))
-		q.timerC = q.timer.C
+	if len(q.order) > 0 && len(q.inflight) < b.maxInFlight && !q.stalled && !q.timerOn && b.maxDelay > 0 {
+		q.armTimer(b.maxDelay - time.Since(q.firstQueued))
 	}
 }
 
@@ -970,9 +1020,8 @@ func (f *batchBuild) take(ref Ref) takeOutcome {
 	// waits a little for them, to share the Save.
 	if p.expect > 0 {
 		if now := time.Now(); now.Before(p.linger) {
-			if q.lingerC == nil {
-				q.lingerT = time.NewTimer(p.linger.Sub(now))
-				q.lingerC = q.lingerT.C
+			if !q.lingerOn {
+				q.armLinger(p.linger.Sub(now))
 			}
 			return notNow
 		}
@@ -997,44 +1046,44 @@ func (f *batchBuild) take(ref Ref) takeOutcome {
 	return tookIt
 }
 
-// send starts the Save of batch.
+// send starts the Save of batch: a saver encodes its records and runs it.
 func (q *queue) send(batch []*pending) {
-	b := q.b
-	recs := make([]persistence.Record, 0, len(batch))
-	for _, p := range batch {
-		recs = p.records(recs)
-	}
 	id := q.nextBatch
 	q.nextBatch++
 	q.inflight[id] = batch
-	b.statsMu.Lock()
-	b.stats.Saves++
-	b.stats.Records += uint64(len(recs))
-	b.stats.Encodes += uint64(len(recs))
-	b.statsMu.Unlock()
-	if b.onBatch != nil {
-		b.onBatch(len(recs))
-	}
-	q.jobs <- saveJob{id: id, batch: batch, recs: recs}
+	q.jobs <- saveJob{id: id, batch: batch}
 }
 
 // saveJob is a Save for a saver to run.
 type saveJob struct {
 	id    int
 	batch []*pending
-	recs  []persistence.Record
 }
 
 // saver runs the Saves of jobs, one at a time, each bounded by
-// StoreTimeout, and sends their results, until jobs is closed.
-func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, results chan<- saveResult) {
+// StoreTimeout, and hands their results to settled, until jobs is closed.
+// It encodes each Save's records itself, outside the batcher's lock: the
+// pendings of a Save in flight change no more until it is settled.
+func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(saveResult)) {
 	for job := range jobs {
+		recs := make([]persistence.Record, 0, len(job.batch))
+		for _, p := range job.batch {
+			recs = p.records(recs)
+		}
+		b.statsMu.Lock()
+		b.stats.Saves++
+		b.stats.Records += uint64(len(recs))
+		b.stats.Encodes += uint64(len(recs))
+		b.statsMu.Unlock()
+		if b.onBatch != nil {
+			b.onBatch(len(recs))
+		}
 		sctx, cancel := context.WithTimeout(ctx, b.timeout)
 		sctx, span := b.startSave(sctx, job.batch)
-		outcome, err := b.store.Save(sctx, job.recs)
+		outcome, err := b.store.Save(sctx, recs)
 		endSave(span, outcome, err)
 		cancel()
-		results <- saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err}
+		settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err})
 	}
 }
 
@@ -1096,6 +1145,12 @@ func (q *queue) settle(res saveResult) {
 	}
 	delete(q.inflight, res.id)
 	q.stalled = false
+	q.ackCancels()
+}
+
+// ackCancels acknowledges the cancels none of whose writes is in flight
+// any more.
+func (q *queue) ackCancels() {
 	kept := q.waiting[:0]
 	for _, r := range q.waiting {
 		if q.inFlight(r) {
@@ -1107,39 +1162,26 @@ func (q *queue) settle(res saveResult) {
 	q.waiting = kept
 }
 
-// shutdown waits for the Saves in flight, fails every queued write with
-// ErrClosed, and answers what raced with the stop.
+// shutdown fails every queued write with ErrClosed; the Saves in flight
+// end in settleClosed.
 func (q *queue) shutdown() {
-	for len(q.inflight) > 0 {
-		res := <-q.results
-		delete(q.inflight, res.id)
-		for _, p := range res.batch {
-			err := res.err
-			if err == nil {
-				err = res.outcome[p.w.shard]
-			}
-			for _, d := range p.done {
-				d(err)
-			}
-		}
-	}
+	q.stopTimers()
 	q.failQueued(func(*pending) bool { return true }, ErrClosed)
-	for _, r := range q.waiting {
-		close(r.ack)
-	}
-	for {
-		select {
-		case op := <-q.b.in:
-			switch {
-			case op.cancel != nil:
-				close(op.cancel.ack)
-			case op.inspect != nil:
-				close(op.inspect.c)
-			case op.dep == nil:
-				op.w.done(ErrClosed)
-			}
-		default:
-			return
+}
+
+// settleClosed takes the outcome of a Save that ended after close began:
+// its writes learn it, nothing is retried or sent after it, and the
+// cancels that waited for it are acknowledged.
+func (q *queue) settleClosed(res saveResult) {
+	delete(q.inflight, res.id)
+	for _, p := range res.batch {
+		err := res.err
+		if err == nil {
+			err = res.outcome[p.w.shard]
+		}
+		for _, d := range p.done {
+			d(err)
 		}
 	}
+	q.ackCancels()
 }

@@ -2,16 +2,25 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 )
 
-// testQueue returns a batcher's queue over a memory store whose shard 0
-// is fenced at epoch 1, and a maker of entities of that shard.
-func testQueue(t *testing.T) (*queue, func(id string) *entry) {
+// testQueue is a batcher's queue whose Saves' outcomes wait in results
+// for the test to settle them.
+type testQueue struct {
+	*queue
+	results chan saveResult
+}
+
+// newTestQueue returns a testQueue over a memory store whose shard 0 is
+// fenced at epoch 1, and a maker of entities of that shard.
+func newTestQueue(t *testing.T) (*testQueue, func(id string) *entry) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -20,7 +29,9 @@ func testQueue(t *testing.T) (*queue, func(id string) *entry) {
 	if err := store.Fence(ctx, 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	q := newQueue(newBatcher(store, DefaultLocalConfig(), nil), ctx)
+	cfg := DefaultLocalConfig()
+	q := &testQueue{results: make(chan saveResult, cfg.BatchMaxInFlight)}
+	q.queue = newQueue(newBatcher(store, cfg, nil), ctx, func(r saveResult) { q.results <- r })
 	t.Cleanup(q.stopSavers)
 	sh := &shardState{id: 0, epoch: 1}
 	return q, func(id string) *entry { return &entry{ref: Ref{Kind: "k", ID: id}, shard: sh} }
@@ -34,7 +45,7 @@ func testWrite(e *entry, seq uint64, after ...writeDep) write {
 // sendAll sends every queued write, one Save after another, each settled
 // with the store's outcome. It fails t if the queue stalls, or if a write
 // is sent before a write it waits for is durable or in the same Save.
-func sendAll(t *testing.T, q *queue) {
+func sendAll(t *testing.T, q *testQueue) {
 	t.Helper()
 	for round := 0; len(q.order) > 0; round++ {
 		if round > 10 {
@@ -67,7 +78,7 @@ func sendAll(t *testing.T, q *queue) {
 // after its entity's earlier one. A write that would close a cycle starts
 // a pending of its own instead of joining its entity's last one.
 func TestQueueWaitsStayAcyclic(t *testing.T) {
-	q, en := testQueue(t)
+	q, en := newTestQueue(t)
 	a, b, c := en("a"), en("b"), en("c")
 	chain := func(e *entry) int {
 		n := 0
@@ -108,7 +119,7 @@ func TestQueueWaitsStayAcyclic(t *testing.T) {
 // for a co-located write: the writes that waited for the refused one would
 // then wait for the newer one, which waits for them.
 func TestRequeueKeepsWaitsAcyclic(t *testing.T) {
-	q, en := testQueue(t)
+	q, en := newTestQueue(t)
 	x, y, z := en("x"), en("y"), en("z")
 	q.add(testWrite(x, 1))
 	q.add(testWrite(z, 1))
@@ -135,7 +146,7 @@ func TestRequeueKeepsWaitsAcyclic(t *testing.T) {
 // saga's start (which the account's debit depends on) after it, and a
 // chain of three such writes, each queued before the one it depends on.
 func TestFlushTakesWritesWhoseDependencyCameLater(t *testing.T) {
-	q, en := testQueue(t)
+	q, en := newTestQueue(t)
 	account, saga := en("account"), en("saga")
 	q.add(testWrite(account, 1, writeDep{saga, 1}))
 	q.add(testWrite(saga, 1))
@@ -165,7 +176,7 @@ func TestFlushTakesWritesWhoseDependencyCameLater(t *testing.T) {
 // and the entity's writes chained after one taken by the second look stay
 // queued, in order.
 func TestFlushSecondLookKeepsOrder(t *testing.T) {
-	q, en := testQueue(t)
+	q, en := newTestQueue(t)
 	x, y, z := en("x"), en("y"), en("z")
 	q.add(testWrite(z, 1))
 	if !q.flush() { // z:1 in flight
@@ -193,5 +204,83 @@ func TestFlushSecondLookKeepsOrder(t *testing.T) {
 	sendAll(t, q)
 	if x.durable.Load() != 2 || y.durable.Load() != 1 || z.durable.Load() != 2 {
 		t.Fatalf("durable x:%d y:%d z:%d, want 2 1 2", x.durable.Load(), y.durable.Load(), z.durable.Load())
+	}
+}
+
+// close fails the queued writes at once, but returns only once the Save in
+// flight has ended and its writes have learned their outcome; so does a
+// cancel that waits for that Save. A write made after close began fails
+// with ErrClosed.
+func TestBatcherCloseWaitsForTheSaveInFlight(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	defer store.Close()
+	if err := store.Fence(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig() // one Save in flight at most
+	b := newBatcher(store, cfg, nil)
+	b.start(ctx)
+	sh := &shardState{id: 0, epoch: 1}
+	outcome := map[string]chan error{}
+	submit := func(id string) {
+		en := &entry{ref: Ref{Kind: "k", ID: id}, shard: sh}
+		outcome[id] = make(chan error, 1)
+		w := testWrite(en, 1)
+		w.state = []byte(id)
+		w.done = func(err error) { outcome[id] <- err }
+		b.submit(w)
+	}
+	release := store.BlockSaves()
+	defer release()
+	submit("a")
+	for deadline := time.Now().Add(10 * time.Second); b.Stats().Saves == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a's Save never started")
+		}
+	}
+	submit("b") // queued behind a's Save
+
+	canceled, closed := make(chan struct{}), make(chan struct{})
+	go func() { b.cancelEntity(Ref{Kind: "k", ID: "a"}, 1); close(canceled) }()
+	waiting := func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.q.waiting) > 0 }
+	for deadline := time.Now().Add(10 * time.Second); !waiting(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cancel never waited for a's Save")
+		}
+	}
+	go func() { b.close(); close(closed) }()
+	if err := <-outcome["b"]; !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued write: %v, want ErrClosed", err)
+	}
+	submit("c")
+	if err := <-outcome["c"]; !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v, want ErrClosed", err)
+	}
+	if !waiting() {
+		t.Fatal("close acknowledged a cancel whose write is in flight")
+	}
+	select {
+	case <-closed:
+		t.Fatal("close returned with a Save in flight")
+	case <-canceled:
+		t.Fatal("a cancel returned with its entity's write in flight")
+	case err := <-outcome["a"]:
+		t.Fatalf("a's write learned %v before its Save ended", err)
+	default:
+	}
+
+	release()
+	if err := <-outcome["a"]; err != nil {
+		t.Fatalf("a's write: %v, want durable", err)
+	}
+	<-canceled
+	<-closed
+	got, err := store.Load(ctx, "k", "a")
+	if err != nil || got.Epoch != 1 || len(got.Data) == 0 {
+		t.Fatalf("a's record: %+v, %v", got, err)
+	}
+	if st := b.Stats(); st.Saves != 1 || st.Writes != 2 {
+		t.Fatalf("stats %+v, want 1 Save of 2 writes submitted before close", st)
 	}
 }

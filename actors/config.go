@@ -204,7 +204,8 @@ type HostDeps struct {
 	// new epoch. nil: nobody is told.
 	ShardLost func(shard uint32, epoch int64, err error)
 	// OnBatch, when set, is called with the record count of every Save the
-	// batcher makes (from the batcher's goroutine; it must not block).
+	// batcher makes (from the goroutine that runs the Save; it must not
+	// block).
 	OnBatch func(records int)
 	// Faults is the host's fault seam: nil in production (no faults, at
 	// the cost of one nil check per message); a test harness sets it to

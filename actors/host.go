@@ -107,7 +107,7 @@ type shardState struct {
 	dropped  bool
 	// ended is set with dropped, before the batcher is told to cancel the
 	// shard's writes: a write submitted after that is refused at once
-	// (batcher.run), so none waits in the queue for a co-located
+	// (queue.add), so none waits in the queue for a co-located
 	// dependency that can no longer become durable.
 	ended    atomic.Bool
 	calls    map[*call]struct{}
@@ -368,7 +368,7 @@ func (h *Host) Start(ctx context.Context) error {
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg, h.deps.OnBatch)
 		h.loader = newLoader(h.ctx, h.store, h.raw, h.cfg.StoreTimeout)
-		go h.batcher.run(h.ctx)
+		h.batcher.start(h.ctx)
 		h.bg.Add(1)
 		go h.sweepLoop()
 		if h.index != nil {

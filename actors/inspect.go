@@ -288,24 +288,11 @@ func (h *Host) Runtime(ctx context.Context, ref Ref) (Runtime, error) {
 	actorC := make(chan ActorRuntime, 1)
 	h.system.Root.Send(pid, &inspectReq{c: actorC})
 	writesC := make(chan WritesRuntime, 1)
-	select {
-	case h.batcher.in <- batchOp{inspect: &inspectWrites{en: en, c: writesC}}:
-	case <-h.batcher.done:
+	if h.batcher.do(batchOp{inspect: &inspectWrites{en: en, c: writesC}}) {
+		w := <-writesC // answered under the batcher's lock
+		rt.Writes = &w
+	} else {
 		rt.WritesError = ErrClosed.Error()
-	case <-ctx.Done():
-		rt.WritesError = ctx.Err().Error()
-	}
-	if rt.WritesError == "" {
-		select {
-		case w, ok := <-writesC:
-			if !ok {
-				rt.WritesError = ErrClosed.Error()
-				break
-			}
-			rt.Writes = &w
-		case <-ctx.Done():
-			rt.WritesError = "the batcher did not answer: " + ctx.Err().Error()
-		}
 	}
 	select {
 	case a := <-actorC:

@@ -97,6 +97,28 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/close-waits-for-saves",
+		Guard: "a host's batcher closes only once the Saves in flight have ended and their writes learned their outcome",
+		File:  "actors/batcher.go",
+		Orig:  `	q.stopSavers() // they run the Saves sent to them first`,
+		Repl:  `	go q.stopSavers()`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/cancel-waits-through-close",
+		Guard: "a cancel returns only once no write it withdraws is in flight, even when the batcher closes meanwhile",
+		File:  "actors/batcher.go",
+		Orig: `func (q *queue) shutdown() {
+	q.stopTimers()`,
+		Repl: `func (q *queue) shutdown() {
+	for _, r := range q.waiting {
+		close(r.ack)
+	}
+	q.waiting = nil
+	q.stopTimers()`,
+		Pkgs: []string{"./actors"},
+	},
+	{
 		Name:  "actors/pool-most-recently-idle",
 		Guard: "resources: mailbox runs go to the most recently idle worker, so spare workers exit under a steady load",
 		File:  "actors/dispatch.go",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/proto/ordopb"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -357,6 +358,10 @@ type batcher struct {
 	onBatch     func(int)
 	tracer      trace.Tracer // nil: no spans (trace.go)
 	maxEvents   int          // events per shard group (HostConfig.BatchMaxEvents)
+	// finish delivers a reply (Host.finish): the replies that waited for
+	// writes a Save made durable are released by its saver (earlyReplies).
+	// nil: none is.
+	finish func(*call, *ordopb.Reply)
 
 	mu     sync.Mutex
 	q      *queue // guarded by mu; set by start
@@ -424,16 +429,24 @@ func (b *batcher) submit(w write) {
 // on dep made no write of its own.
 func (b *batcher) noWrite(dep writeDep) { b.do(batchOp{dep: &dep}) }
 
-// settled takes the outcome of a Save, from the saver that ran it.
+// settled takes the outcome of a Save, from the saver that ran it, and
+// then, outside the lock, delivers the replies that waited for its writes.
 func (b *batcher) settled(res saveResult) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	q := b.q
 	if b.closed {
-		b.q.settleClosed(res)
+		q.settleClosed(res)
+		b.mu.Unlock()
 		return
 	}
-	b.q.settle(res)
-	b.q.flushReady()
+	q.settle(res)
+	q.flushReady()
+	early := q.early
+	q.early = nil
+	b.mu.Unlock()
+	for _, r := range early {
+		b.finish(r.c, r.rep)
+	}
 }
 
 // wake is called by the queue's timers: a write that waited may go now.
@@ -524,6 +537,10 @@ type queue struct {
 	// groups and inBatch are flush's, kept from one Save to the next.
 	groups  map[uint32]shardGroup
 	inBatch map[*entry]uint64
+
+	// early collects the replies settle releases, for settled to deliver
+	// once it lets go of the lock.
+	early []earlyReply
 
 	firstQueued time.Time // when the oldest queued write arrived
 	// timer fires BatchMaxDelay after firstQueued, lingerT when a write
@@ -1127,6 +1144,9 @@ func (q *queue) settle(res saveResult) {
 			}, err)
 		} else {
 			p.w.en.advanceDurable(p.w.seq)
+			if q.b.finish != nil {
+				q.early = p.w.en.takeEarly(p.w.seq, q.early)
+			}
 		}
 		for _, d := range p.done {
 			d(err)

@@ -21,7 +21,10 @@
 //     host's write batcher, which coalesces many entities' writes into one
 //     Store.Save. The reply, and every message the handler sent, are held
 //     until that write is durable; the entity meanwhile goes on with its
-//     next message. Every reply, reads included, leaves only when every
+//     next message. The batcher's saver that made the write durable
+//     releases the reply itself, so that it waits for no turn of a busy
+//     entity, and tells the entity only of the writes it waits for (a held
+//     message, or its last write when it stops). Every reply, reads included, leaves only when every
 //     write it may have observed is durable and while the host's lease is
 //     valid. The one exception is a handler's own choice: a run that calls
 //     Context.WriteBehind makes no write, answers once the entity's earlier

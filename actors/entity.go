@@ -203,6 +203,7 @@ const maxBackoffEntries = 1024
 // Receive implements actor.Actor.
 func (e *entity) Receive(ctx actor.Context) {
 	defer e.countRecent()
+	defer e.listen() // after the crash handler below, which may stop the entity
 	defer func() {
 		if r := recover(); r != nil {
 			e.h.log.Error("entity crashed", "entity", e.en.ref, "panic", r, "stack", string(debug.Stack()))
@@ -216,6 +217,7 @@ func (e *entity) Receive(ctx actor.Context) {
 	if e.h.deps.Faults != nil {
 		e.h.waitFaults()
 	}
+	e.learnDurable()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		e.self = ctx.Self()
@@ -1170,7 +1172,7 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 		}
 	}
 	due, prevDue := e.commitReminders(rem)
-	gen, seq, pid, root, sh := e.gen, e.seq, e.self, e.h.system.Root, e.en.shard
+	h, gen, seq, pid, en, sh := e.h, e.gen, e.seq, e.self, e.en, e.en.shard
 	e.h.batcher.submit(write{
 		ref: e.en.ref, en: e.en, shard: e.en.shard.id, epoch: e.epoch, seq: seq,
 		state:     state,
@@ -1191,19 +1193,34 @@ func (e *entity) persist(state []byte, rem *reminderSet, jw journalWrite) error 
 		journal: jw,
 		create:  create,
 		done: func(err error) {
-			if err == nil && due > 0 {
-				sh.noteDue(due) // the host's reminder scan looks at the shard again
+			if err == nil {
+				if due > 0 {
+					sh.noteDue(due) // the host's reminder scan looks at the shard again
+				}
+				if w := en.listen.Load(); w == 0 || w > seq {
+					return // nothing waits for it: the entity learns of it at its next message
+				}
 			}
-			root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
+			h.told.Add(1)
+			h.system.Root.Send(pid, &writeDone{gen: gen, seq: seq, err: err})
 		},
 	})
 	e.after = nil
 	return nil
 }
 
-// hold queues a reply (c, rep) or a message (out) until write dep is
-// durable, then releases whatever is ready.
+// hold keeps a reply (c, rep) or a message (out) until write dep is
+// durable. A reply the batcher releases itself, from the saver that makes
+// the write durable (earlyReplies), unless a message is held: what a run
+// sends leaves in order, its messages before its reply, once the entity
+// learns that their write is durable.
 func (e *entity) hold(dep uint64, c *call, rep *ordopb.Reply, out *outMsg) {
+	if c != nil && len(e.held) == 0 {
+		if dep <= e.durable || !e.en.holdEarly(dep, c, rep) {
+			e.h.finish(c, rep)
+		}
+		return
+	}
 	e.held = append(e.held, held{dep: dep, c: c, rep: rep, out: out})
 	e.release()
 }
@@ -1232,8 +1249,14 @@ func (e *entity) release() {
 	}
 }
 
-// failHeld drops every held reply with err and every held message.
+// failHeld fails every held reply with err and drops every held message:
+// the writes they wait for will never be durable, or the entity stops. A
+// reply the batcher held whose write is durable may have left already (a
+// reply is delivered once).
 func (e *entity) failHeld(err *Error) {
+	for _, r := range e.en.dropEarly() {
+		e.h.finish(r.c, errReply(r.c.env, err))
+	}
 	for _, hd := range e.held {
 		if hd.c != nil {
 			e.h.finish(hd.c, errReply(hd.c.env, err))
@@ -1242,18 +1265,54 @@ func (e *entity) failHeld(err *Error) {
 	e.held = nil
 }
 
+// learnDurable takes in the writes the batcher has made durable since
+// the entity last looked, whether or not it told of them: the messages
+// that waited for them go, and a stopping entity may stop.
+func (e *entity) learnDurable() {
+	d := e.en.durable.Load()
+	if !e.loaded || d <= e.durable {
+		return // not loaded: activate reads the durable seq from the store
+	}
+	e.durable = d
+	e.presumed, e.presumedBy = false, nil // its creation is durable
+	e.release()
+	e.maybeStop()
+}
+
+// listen tells the batcher the lowest write whose durability the entity
+// waits to hear of: that of the oldest held message, or, while it is
+// passivating or draining, its last write. The batcher tells it of no
+// other (a reply it releases itself); what the entity learns late it takes
+// in at its next message (learnDurable). A write made durable while the
+// entity was telling is taken in now: the batcher, which advances
+// entry.durable before it reads entry.listen, may not have seen it.
+func (e *entity) listen() {
+	for {
+		var want uint64
+		switch {
+		case !e.loaded || e.stopping:
+		case len(e.held) > 0:
+			want = e.held[0].dep
+		case e.seq != e.durable && (e.passivating || e.drain != nil):
+			want = e.seq
+		}
+		if e.en.listen.Load() != want {
+			e.en.listen.Store(want)
+		}
+		if want == 0 || e.en.durable.Load() < want {
+			return
+		}
+		e.learnDurable()
+	}
+}
+
 func (e *entity) handleWriteDone(m *writeDone) {
 	if m.gen != e.gen {
 		return
 	}
 	switch {
 	case m.err == nil:
-		if m.seq > e.durable {
-			e.durable = m.seq
-		}
-		e.presumed, e.presumedBy = false, nil // its creation is durable
-		e.release()
-		e.maybeStop()
+		e.learnDurable()
 	case errors.Is(m.err, errWriteCanceled), errors.Is(m.err, ErrClosed):
 		// Withdrawn because the shard is being dropped or the host stops.
 	case errors.Is(m.err, persistence.ErrTooLarge):

@@ -78,6 +78,9 @@ type Host struct {
 	// hold in memory (each entity adds its window's change after every
 	// message, and takes its count back when it stops).
 	dedupEntries atomic.Int64
+	// told counts the writes whose outcome the batcher told their entity
+	// of (writeDone): the failed ones, and those it waited to hear of.
+	told atomic.Uint64
 
 	remindersFired, reminderScans atomic.Uint64
 
@@ -152,6 +155,13 @@ type entry struct {
 	// durable, advanced by the batcher: co-located writes that depend on
 	// this entity's wait for it.
 	durable atomic.Uint64
+	// early holds the replies that wait for the entity's writes, for the
+	// batcher to release as soon as they are durable (entity.hold).
+	early earlyReplies
+	// listen is the lowest write of the entity whose durability the entity
+	// waits to hear of (0: none): the batcher tells it (writeDone) only of
+	// those (entity.listen). A failed write it always tells.
+	listen atomic.Uint64
 	// stopC, made only when something waits for the actor to stop
 	// (stoppedLocked), is closed then (guarded by Host.mu).
 	stopC chan struct{}
@@ -233,6 +243,80 @@ func (en *entry) advanceDurable(seq uint64) {
 			return
 		}
 	}
+}
+
+// earlyReplies are the replies that wait for writes of one entity to be
+// durable. The batcher releases them, from the saver that made the write
+// durable, so that a reply waits for no message to the entity; the entity
+// fails those whose writes never will be (entity.failHeld).
+type earlyReplies struct {
+	mu      sync.Mutex
+	replies []earlyReply // by dep, oldest first
+}
+
+type earlyReply struct {
+	dep uint64 // the write the reply waits for
+	c   *call
+	rep *ordopb.Reply
+}
+
+// holdEarly adds the reply rep of c, which waits for write dep of en. It
+// reports false, adding nothing, when that write is durable already.
+func (en *entry) holdEarly(dep uint64, c *call, rep *ordopb.Reply) bool {
+	er := &en.early
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	if en.durable.Load() >= dep { // read under mu: see takeEarly
+		return false
+	}
+	er.replies = append(er.replies, earlyReply{dep: dep, c: c, rep: rep})
+	return true
+}
+
+// takeEarly appends to rs, and forgets, the early replies of en that wait
+// for writes up to seq, which the caller has just made durable
+// (advanceDurable): a reply added after that finds its write durable.
+func (en *entry) takeEarly(seq uint64, rs []earlyReply) []earlyReply {
+	er := &en.early
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	n := 0
+	for n < len(er.replies) && er.replies[n].dep <= seq {
+		n++
+	}
+	if n == 0 {
+		return rs
+	}
+	rs = append(rs, er.replies[:n]...)
+	rest := copy(er.replies, er.replies[n:])
+	clear(er.replies[rest:])
+	er.replies = er.replies[:rest]
+	if rest == 0 {
+		er.replies = nil // an idle entity keeps no buffer
+	}
+	return rs
+}
+
+// dropEarly returns, and forgets, every early reply of en.
+func (en *entry) dropEarly() []earlyReply {
+	er := &en.early
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	rs := er.replies
+	er.replies = nil
+	return rs
+}
+
+// earlyHeld returns how many early replies en has, and the write the
+// oldest waits for.
+func (en *entry) earlyHeld() (int, uint64) {
+	er := &en.early
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	if len(er.replies) == 0 {
+		return 0, 0
+	}
+	return len(er.replies), er.replies[0].dep
 }
 
 // call is one admitted request; its reply is delivered exactly once.
@@ -367,6 +451,7 @@ func (h *Host) Start(ctx context.Context) error {
 			actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(h.pool))
 		h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		h.batcher = newBatcher(h.store, h.cfg, h.deps.OnBatch)
+		h.batcher.finish = h.finish
 		h.loader = newLoader(h.ctx, h.store, h.raw, h.cfg.StoreTimeout)
 		h.batcher.start(h.ctx)
 		h.bg.Add(1)

@@ -210,7 +210,10 @@ type ActorRuntime struct {
 	// whose changes the next write saves.
 	Behind      int  `json:"behind,omitempty"`
 	Passivating bool `json:"passivating,omitempty"`
-	Stopping    bool `json:"stopping,omitempty"`
+	// Draining: its shard is being released, and it stops once its
+	// writes are durable.
+	Draining bool `json:"draining,omitempty"`
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 // OutRuntime is one message of an entity not yet answered.
@@ -310,9 +313,16 @@ type inspectReq struct{ c chan<- ActorRuntime }
 
 func (e *entity) runtime() ActorRuntime {
 	a := ActorRuntime{Loaded: e.loaded, Seq: e.seq, Durable: e.durable, Held: len(e.held),
-		Deferred: len(e.waitIdx), Behind: int(e.behindRuns), Passivating: e.passivating, Stopping: e.stopping}
+		Deferred: len(e.waitIdx), Behind: int(e.behindRuns), Passivating: e.passivating,
+		Draining: e.drain != nil, Stopping: e.stopping}
 	if len(e.held) > 0 {
 		a.HeldFor = e.held[0].dep
+	}
+	if n, dep := e.en.earlyHeld(); n > 0 {
+		a.Held += n
+		if a.HeldFor == 0 || dep < a.HeldFor {
+			a.HeldFor = dep
+		}
 	}
 	for _, out := range e.outs {
 		a.Outs = append(a.Outs, OutRuntime{To: out.to, RequestID: out.env.GetRequestId(), Dep: out.dep,

@@ -31,6 +31,57 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/early-reply-gate",
+		Guard: "S2: a reply the saver releases waits for its own write to be durable, not the one before",
+		File:  "actors/host.go",
+		Orig:  `	if en.durable.Load() >= dep { // read under mu: see takeEarly`,
+		Repl:  `	if en.durable.Load()+1 >= dep { // read under mu: see takeEarly`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/early-take-only-durable",
+		Guard: "S2: a Save releases the replies of the writes it made durable, not those of the entity's later writes",
+		File:  "actors/host.go",
+		Orig:  `	for n < len(er.replies) && er.replies[n].dep <= seq {`,
+		Repl:  `	for n < len(er.replies) {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/listen-held-messages",
+		Guard: "a message held for a write leaves once the write is durable, with no later message to the entity",
+		File:  "actors/entity.go",
+		Orig:  `			want = e.held[0].dep`,
+		Repl:  `			want = 0`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/listen-draining",
+		Guard: "a draining or passivating entity hears of its last write, and stops, with no later message",
+		File:  "actors/entity.go",
+		Orig:  `		case e.seq != e.durable && (e.passivating || e.drain != nil):`,
+		Repl:  `		case e.seq != e.durable && e.passivating:`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/told-only-when-listened",
+		Guard: "the batcher tells an entity only of the writes it waits for (a message per write costs a turn of the entity)",
+		File:  "actors/entity.go",
+		Orig:  `				if w := en.listen.Load(); w == 0 || w > seq {`,
+		Repl:  `				if w := en.listen.Load(); false && (w == 0 || w > seq) {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/learn-durable-at-receive",
+		Guard: "an entity takes in the writes made durable unheard of before it handles its next message",
+		File:  "actors/entity.go",
+		Orig: `	}
+	e.learnDurable()
+	switch m := ctx.Message().(type) {`,
+		Repl: `	}
+	switch m := ctx.Message().(type) {`,
+		Pkgs: []string{"./actors"},
+	},
+	{
 		Name:  "actors/flush-second-look",
 		Guard: "a write whose co-located dependency was queued after it goes in that dependency's Save, not the next",
 		File:  "actors/batcher.go",

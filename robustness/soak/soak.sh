@@ -3,7 +3,7 @@
 # `make soak` entry point.
 #
 #   soak.sh         SOAK_DURATION (default 30m) for each of SOAK_STORES (default "etcd postgres")
-#   soak.sh --ci    one 3-minute run, on the etcd or the postgres store as the clock's
+#   soak.sh --ci    one 2-minute run, on the etcd or the postgres store as the clock's
 #                   seconds are even or odd, fault seed from the clock
 #
 # The postgres runs use the private PostgreSQL 15 cluster of chaos.sh
@@ -28,11 +28,7 @@ PG_PORT=${SOAK_PG_PORT:-5441}
 PG_URL="postgres://postgres:ordo@127.0.0.1:${PG_PORT}/postgres?sslmode=disable"
 
 if [ "${1:-}" = --ci ]; then
-	# Three minutes, not the shortest soak (2): the nodes' memory still
-	# rises through the second minute (RSS by 9-37 MiB in it, while their
-	# live heap stays near 25-30 MB; the actor registry's map grows to the
-	# high-water mark of active entities), and about half as fast after.
-	DURATION=3m
+	DURATION=2m
 	if [ $(( $(date +%s) % 2 )) = 0 ]; then STORES=etcd; else STORES=postgres; fi
 fi
 

@@ -85,18 +85,9 @@ func TestWriteReplyWaitsForNoTurnOfTheEntity(t *testing.T) {
 		t.Fatal("the second call never ran")
 	}
 	release()
-	select {
-	case rep := <-first:
-		v, err := DecodeReply[*testpb.Value](rep)
-		require.NoError(t, err)
-		require.EqualValues(t, 1, v.Value)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first write's reply waited for the entity")
-	}
+	require.EqualValues(t, 1, valueOf(t, first, "the first write's reply waited for the entity"))
 	close(unblock)
-	v, err := DecodeReply[*testpb.Value](<-second)
-	require.NoError(t, err)
-	require.EqualValues(t, 3, v.Value)
+	require.EqualValues(t, 3, valueOf(t, second, "no reply to the second write"))
 }
 
 // startCounter starts a host of one shard, owned at epoch 1, over store,
@@ -135,6 +126,21 @@ func submitter(t *testing.T, h *Host, r Ref) func(rid string, m *testpb.Add) cha
 		ch := make(chan *ordopb.Reply, 1)
 		h.Submit(env, func(rep *ordopb.Reply) { ch <- rep })
 		return ch
+	}
+}
+
+// valueOf returns the value of the next reply on ch, failing the test
+// with what when none comes within 10s.
+func valueOf(t *testing.T, ch chan *ordopb.Reply, what string) int64 {
+	t.Helper()
+	select {
+	case rep := <-ch:
+		v, err := DecodeReply[*testpb.Value](rep)
+		require.NoError(t, err)
+		return v.Value
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+		return 0
 	}
 }
 
@@ -192,14 +198,7 @@ func TestSaveReleasesOnlyTheRepliesOfItsWrites(t *testing.T) {
 		return nil
 	})
 	open(0)
-	select {
-	case rep := <-first:
-		v, err := DecodeReply[*testpb.Value](rep)
-		require.NoError(t, err)
-		require.EqualValues(t, 1, v.Value)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reply to the first write")
-	}
+	require.EqualValues(t, 1, valueOf(t, first, "no reply to the first write"))
 	// The saver that delivered the first reply is done with it once the
 	// batcher answers (settled delivers a Save's replies together).
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
@@ -218,7 +217,5 @@ func TestSaveReleasesOnlyTheRepliesOfItsWrites(t *testing.T) {
 	default:
 	}
 	open(1)
-	v, err := DecodeReply[*testpb.Value](<-second)
-	require.NoError(t, err)
-	require.EqualValues(t, 3, v.Value)
+	require.EqualValues(t, 3, valueOf(t, second, "no reply to the second write"))
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -19,6 +20,12 @@ import (
 // binary array format, into one buffer kept between Saves (params, from a
 // pool), and runs its statement through pgconn with the encoded values
 // (exec). The bytes on the wire are those pgx would send.
+//
+// pgx then copies those values into its connection's write buffer (the
+// Bind message), and that buffer too is shrunk back to 1 KiB after every
+// flush (pgproto3.Frontend.Flush), so it would again grow by doubling on
+// every Save. exec first hands the connection a buffer of its own, kept
+// with the connection, large enough for the whole message (reserveWrite).
 
 // params is the encoded parameters of one statement: values[i] is
 // parameter i+1 in binary format, nil for NULL.
@@ -43,10 +50,15 @@ func (p *params) release() {
 	if cap(p.buf) > maxPooledParams {
 		p.buf = nil
 	}
+	p.reset()
+	paramsPool.Put(p)
+}
+
+// reset empties p, keeping its buffers.
+func (p *params) reset() {
 	p.buf, p.ends, p.oids = p.buf[:0], p.ends[:0], p.oids[:0]
 	clear(p.values)
 	p.values = p.values[:0]
-	paramsPool.Put(p)
 }
 
 // arrayOf maps an element type to its array type.
@@ -188,7 +200,9 @@ func (s *Store) exec(ctx context.Context, sql string, p *params, row func(cols [
 		return fmt.Errorf("statement takes parameters of types %v, given %v", sd.ParamOIDs, p.oids)
 	}
 	values := p.done()
-	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, values, binaryFormat, binaryFormat)
+	pc := conn.Conn().PgConn()
+	reserveWrite(pc, len(p.buf)+bindOverhead(sd.Name, len(values)))
+	rr := pc.ExecPrepared(ctx, sd.Name, values, binaryFormat, binaryFormat)
 	var rowErr error
 	for rr.NextRow() {
 		if rowErr == nil {
@@ -197,6 +211,61 @@ func (s *Store) exec(ctx context.Context, sql string, p *params, row func(cols [
 	}
 	_, err = rr.Close()
 	return errors.Join(err, rowErr)
+}
+
+// writeBufferKey is the key of a connection's write buffer in its
+// pgconn.PgConn.CustomData.
+const writeBufferKey = "ordo.pgstore.wbuf"
+
+// maxWriteBuffer bounds the write buffer a connection keeps (as
+// maxPooledParams bounds a params'): a larger message grows pgx's own.
+const maxWriteBuffer = 4 << 20
+
+// reserveWrite makes room for n more bytes in pc's write buffer, so that
+// the messages pc sends next are encoded without growing it: it hands pc
+// the connection's own buffer (kept in pc.CustomData across statements),
+// grown to fit, with whatever pc had buffered and not yet flushed. pgx
+// drops it at its next flush (it replaces a buffer over 1 KiB with a new
+// one, and may keep a smaller one as its own), and the next statement
+// hands it over again. The buffer belongs to one connection, which runs
+// one statement at a time, so it is never written by two at once. This
+// leans on pgproto3.Frontend.Send keeping the slice a message's Encode
+// returns; TestExecReusesTheConnectionsWriteBuffer notices if it stops.
+func reserveWrite(pc *pgconn.PgConn, n int) {
+	if n <= 1024 {
+		return // pgx's own buffer holds it
+	}
+	data := pc.CustomData()
+	buf, _ := data[writeBufferKey].([]byte)
+	if cap(buf) < n {
+		if n > maxWriteBuffer {
+			return
+		}
+		buf = make([]byte, 0, max(n, 2*cap(buf)))
+		data[writeBufferKey] = buf
+	}
+	pc.Frontend().Send(takeBuffer{buf})
+}
+
+// takeBuffer is a message of no bytes whose encoding moves the
+// frontend's buffered bytes into buf: pgproto3.Frontend.Send keeps the
+// slice Encode returns as its write buffer.
+type takeBuffer struct{ buf []byte }
+
+func (takeBuffer) Frontend()           {}
+func (takeBuffer) Decode([]byte) error { return errors.New("pgstore: takeBuffer is never decoded") }
+func (t takeBuffer) Encode(dst []byte) ([]byte, error) {
+	if len(dst) > cap(t.buf) {
+		return dst, nil // more than reserved is buffered: keep pgx's
+	}
+	return append(t.buf[:0], dst...), nil // copy handles dst aliasing t.buf
+}
+
+// bindOverhead bounds the bytes of the messages ExecPrepared sends besides
+// the parameters' values: Bind's header, its per-parameter lengths and
+// format codes, Describe, Execute and Sync.
+func bindOverhead(stmt string, params int) int {
+	return 64 + 2*len(stmt) + 4*params
 }
 
 // Result columns in binary format.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -272,5 +273,67 @@ func TestExecChecksParameterTypes(t *testing.T) {
 	}
 	if want := [][2]string{{"-1", "ü"}, {"2", "two"}}; fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("rows %v, want %v", rows, want)
+	}
+}
+
+// A large statement is sent from the connection's own write buffer
+// (reserveWrite): once that has grown, a statement of 256 KiB of
+// parameters allocates a small part of its size, where pgx alone grows a
+// new buffer by doubling for each. The values still arrive whole, in
+// statements of every size and after a refused one.
+func TestExecReusesTheConnectionsWriteBuffer(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := t.Context()
+	s, err := Open(ctx, Config{URL: url, Schema: schema, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const sql = `SELECT count(*), coalesce(sum(get_byte(b, 0) + length(b)), 0) FROM unnest($1::bytea[]) AS r(b)`
+	// One params throughout: the pool may drop what it is given (it
+	// does at random under the race detector).
+	p := new(params)
+	blobs := make([][]byte, 0, 256)
+	run := func(n, size int) {
+		t.Helper()
+		blobs = blobs[:0]
+		want := int64(0)
+		for i := range n {
+			blobs = append(blobs, bytes.Repeat([]byte{byte(i)}, size))
+			want += int64(i%256 + size)
+		}
+		p.reset()
+		p.byteas(blobs)
+		var count, sum *int64
+		err := s.exec(ctx, sql, p, func(row [][]byte) error { return cols(row, &count, &sum) })
+		if err != nil {
+			t.Fatalf("%d values of %d bytes: %v", n, size, err)
+		}
+		if *count != int64(n) || *sum != want {
+			t.Fatalf("%d values of %d bytes: count %d, sum %d; want %d, %d", n, size, *count, *sum, n, want)
+		}
+	}
+	for _, c := range [][2]int{{1, 10}, {64, 4096}, {3, 300}, {64, 4096}, {200, 4096}, {2, 100}} {
+		run(c[0], c[1])
+	}
+	p.reset()
+	p.int8s([]int64{0})
+	if err := s.exec(ctx, `SELECT 1/x FROM unnest($1::bigint[]) AS r(x)`, p, func([][]byte) error { return nil }); err == nil {
+		t.Fatal("division by zero: no error")
+	}
+	run(64, 4096)
+
+	const rounds = 10
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		run(64, 4096)
+	}
+	runtime.ReadMemStats(&after)
+	// Each round allocates its 256 KiB of blobs in the test itself; the
+	// statement must add less than a quarter of that.
+	perRound := (after.TotalAlloc - before.TotalAlloc) / rounds
+	if limit := uint64(64*4096) + 64<<10; perRound > limit {
+		t.Fatalf("%d bytes allocated per statement of 256 KiB, want at most %d", perRound, limit)
 	}
 }

@@ -351,6 +351,15 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "pgstore/reserve-write",
+		Guard: "the hot path: a large Save is sent from the connection's own write buffer, not one pgx grows anew",
+		File:  "persistence/pgstore/params.go",
+		Orig:  "	pc.Frontend().Send(takeBuffer{buf})",
+		Repl:  "	_ = takeBuffer{buf}",
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
 		Name:  "lab/work-over-the-window",
 		Guard: "measurement: an approach's counts of its work cover the measured window only",
 		File:  "lab/runner.go",

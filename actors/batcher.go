@@ -431,14 +431,17 @@ func (b *batcher) noWrite(dep writeDep) { b.do(batchOp{dep: &dep}) }
 
 // settled takes the outcome of a Save, from the saver that ran it, and
 // then, outside the lock, delivers the replies that waited for its writes.
-func (b *batcher) settled(res saveResult) {
+// They are collected in buf, the saver's own buffer, which settled returns
+// emptied for the saver's next Save.
+func (b *batcher) settled(res saveResult, buf []earlyReply) []earlyReply {
 	b.mu.Lock()
 	q := b.q
 	if b.closed {
 		q.settleClosed(res)
 		b.mu.Unlock()
-		return
+		return buf
 	}
+	q.early = buf[:0]
 	q.settle(res)
 	q.flushReady()
 	early := q.early
@@ -447,6 +450,8 @@ func (b *batcher) settled(res saveResult) {
 	for _, r := range early {
 		b.finish(r.c, r.rep)
 	}
+	clear(early) // the buffer outlives the Save: hold no reply
+	return early[:0]
 }
 
 // wake is called by the queue's timers: a write that waited may go now.
@@ -555,7 +560,7 @@ type queue struct {
 // they run the Saves and hand each outcome to settled. They live as long
 // as the queue, so a Save neither starts a goroutine nor grows a new
 // one's stack.
-func newQueue(b *batcher, ctx context.Context, settled func(saveResult)) *queue {
+func newQueue(b *batcher, ctx context.Context, settled func(saveResult, []earlyReply) []earlyReply) *queue {
 	q := &queue{b: b, ctx: ctx,
 		queued:   make(map[Ref]*pending),
 		inflight: make(map[int][]*pending),
@@ -1081,7 +1086,8 @@ type saveJob struct {
 // StoreTimeout, and hands their results to settled, until jobs is closed.
 // It encodes each Save's records itself, outside the batcher's lock: the
 // pendings of a Save in flight change no more until it is settled.
-func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(saveResult)) {
+func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(saveResult, []earlyReply) []earlyReply) {
+	var early []earlyReply // the replies of the Save being settled
 	for job := range jobs {
 		recs := make([]persistence.Record, 0, len(job.batch))
 		for _, p := range job.batch {
@@ -1100,7 +1106,7 @@ func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(s
 		outcome, err := b.store.Save(sctx, recs)
 		endSave(span, outcome, err)
 		cancel()
-		settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err})
+		early = settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err}, early)
 	}
 }
 

@@ -31,7 +31,7 @@ func newTestQueue(t *testing.T) (*testQueue, func(id string) *entry) {
 	}
 	cfg := DefaultLocalConfig()
 	q := &testQueue{results: make(chan saveResult, cfg.BatchMaxInFlight)}
-	q.queue = newQueue(newBatcher(store, cfg, nil), ctx, func(r saveResult) { q.results <- r })
+	q.queue = newQueue(newBatcher(store, cfg, nil), ctx, func(r saveResult, buf []earlyReply) []earlyReply { q.results <- r; return buf })
 	t.Cleanup(q.stopSavers)
 	sh := &shardState{id: 0, epoch: 1}
 	return q, func(id string) *entry { return &entry{ref: Ref{Kind: "k", ID: id}, shard: sh} }

@@ -185,4 +185,20 @@ func TestAdminEndpoint(t *testing.T) {
 		}
 		require.Contains(t, string(body), want, path)
 	}
+
+	// The Go runtime's memory: the live heap and the heap's objects, each
+	// a positive number of bytes.
+	resp, err := http.Get("http://" + n.AdminAddr() + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{"go_gc_heap_live_bytes", "go_memory_classes_heap_objects_bytes", "go_memory_classes_heap_released_bytes"} {
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(string(body))
+		require.NotNil(t, m, "metric %s missing", name)
+		v, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err, name)
+		if name != "go_memory_classes_heap_released_bytes" {
+			require.Positive(t, v, name)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // metrics are one node's (or client's) Prometheus collectors, registered
@@ -63,7 +64,12 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.oneWaySent, m.oneWayDropped, m.handoffs, m.failovers, m.failoverChecks, m.batch)
+	m.reg.MustRegister(m.calls, m.latency, m.served, m.retries, m.oneWaySent, m.oneWayDropped, m.handoffs, m.failovers, m.failoverChecks, m.batch,
+		// The Go runtime's figures, with its memory classes and the live
+		// heap (go_gc_heap_live_bytes), which tell memory in use from
+		// memory the runtime keeps: a process's RSS alone does not. They
+		// are the process's, shared by the nodes it runs.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory)))
 	return m
 }
 

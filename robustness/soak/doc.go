@@ -77,7 +77,10 @@
 // transfer ever submitted, never deleted), and the accounts' events (their
 // history, which their statements show, never deleted either) are shown
 // but not judged: the record count, and with the etcd store the etcd
-// members' RSS and database file. So is the client latency.
+// members' RSS and database file. So is the client latency, and so is each
+// node's Go live heap (go_gc_heap_live_bytes from its /metrics: what the
+// last garbage collection found in use), which tells a growing heap from
+// memory the Go runtime keeps and RSS counts too.
 //
 // # Output
 //

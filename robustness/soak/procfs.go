@@ -73,6 +73,28 @@ func parseGoroutines(r io.Reader) (int, error) {
 	return n, nil
 }
 
+// parseMetric reads the value of the unlabelled metric name from a
+// Prometheus text exposition (a node's /metrics).
+func parseMetric(r io.Reader, name string) (float64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0, fmt.Errorf("soak: metric %s: bad value %q", name, rest)
+		}
+		return v, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("soak: reading metrics: %w", err)
+	}
+	return 0, fmt.Errorf("soak: no metric %s", name)
+}
+
 // nodeStatus is the part of a node's /status (cluster.Status) the soak
 // reads.
 type nodeStatus struct {

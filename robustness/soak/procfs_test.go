@@ -76,6 +76,27 @@ func TestParseGoroutines(t *testing.T) {
 	}
 }
 
+func TestParseMetric(t *testing.T) {
+	const exposition = `# HELP go_gc_heap_live_bytes Heap memory occupied by live objects.
+# TYPE go_gc_heap_live_bytes gauge
+go_gc_heap_live_bytes 2.4117248e+07
+go_gc_heap_live_bytes_total{kind="x"} 5
+go_goroutines 231
+`
+	v, err := parseMetric(strings.NewReader(exposition), "go_gc_heap_live_bytes")
+	if err != nil || v != 24117248 {
+		t.Fatalf("parseMetric = %v, %v; want 24117248", v, err)
+	}
+	if v, err := parseMetric(strings.NewReader(exposition), "go_goroutines"); err != nil || v != 231 {
+		t.Fatalf("parseMetric(go_goroutines) = %v, %v; want 231", v, err)
+	}
+	for _, bad := range []string{"", "404 page not found\n", "go_gc_heap_live_bytes many\n", "go_gc_heap_live_bytes_total 3\n"} {
+		if _, err := parseMetric(strings.NewReader(bad), "go_gc_heap_live_bytes"); err == nil {
+			t.Errorf("parseMetric(%q) did not fail", bad)
+		}
+	}
+}
+
 func TestParseStatus(t *testing.T) {
 	active, dedup, err := parseStatus(strings.NewReader(`{"node":"n1","active_entities":120,
 		"host":{"Active":120,"DedupEntries":3456,"Batch":{"Saves":9}}}`))

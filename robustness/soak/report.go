@@ -125,6 +125,9 @@ var specs = []spec{
 		}
 		return ""
 	}},
+	{seriesHeapLive, "Go live heap (MiB)", "", true, 0, func(string, bool, string) string {
+		return "shown to tell the heap in use from memory the Go runtime keeps: resident memory is judged"
+	}},
 	{seriesGoroutines, "goroutines", "", false, 50, judged},
 	{seriesFDs, "open file descriptors", "", false, 16, judged},
 	{seriesActive, "active entities", "", false, 0, func(p string, _ bool, _ string) string {

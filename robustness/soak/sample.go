@@ -26,8 +26,12 @@ const (
 	seriesFDs = "open_fds"
 	// Per node, from its admin endpoint.
 	seriesGoroutines = "goroutines"
-	seriesActive     = "active_entities"
-	seriesDedup      = "dedup_entries"
+	// The Go runtime's live heap (go_gc_heap_live_bytes on /metrics):
+	// what the last garbage collection found in use, without the memory
+	// the runtime keeps, which RSS also counts.
+	seriesHeapLive = "heap_live_bytes"
+	seriesActive   = "active_entities"
+	seriesDedup    = "dedup_entries"
 	// Per etcd member: the size of its database file (DbSize, what etcd's
 	// space quota limits).
 	seriesEtcdDB = "etcd_db_bytes"
@@ -161,7 +165,7 @@ func (s *sampler) line(at float64) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var parts []string
-	for _, name := range []string{seriesRSS, seriesGoroutines, seriesActive, seriesDedup, seriesPending, seriesEtcdKeys, seriesTransfers} {
+	for _, name := range []string{seriesRSS, seriesHeapLive, seriesGoroutines, seriesActive, seriesDedup, seriesPending, seriesEtcdKeys, seriesTransfers} {
 		var vs []string
 		var procs []string
 		for k := range s.points {
@@ -174,7 +178,7 @@ func (s *sampler) line(at float64) string {
 			pts := s.points[seriesKey{name, p}]
 			if last := pts[len(pts)-1]; last.At == at {
 				v := num(last.V)
-				if name == seriesRSS {
+				if name == seriesRSS || name == seriesHeapLive {
 					v = fmt.Sprintf("%.0fM", last.V/(1<<20))
 				}
 				vs = append(vs, v)
@@ -214,6 +218,11 @@ func (s *sampler) sampleProcess(ctx context.Context, c *chaos.Cluster, p chaos.P
 			s.record(seriesDedup, p.Name, at, float64(dedup), p.Incarnation)
 		} else {
 			s.logf("%6.1fs %s: %v", at, p.Name, err)
+		}
+	}
+	if body, err := s.get(ctx, p.Admin, "/metrics"); err == nil {
+		if v, err := parseMetric(strings.NewReader(body), "go_gc_heap_live_bytes"); err == nil {
+			s.record(seriesHeapLive, p.Name, at, v, p.Incarnation)
 		}
 	}
 	if body, err := s.get(ctx, p.Admin, "/debug/pprof/goroutine?debug=1"); err == nil {

@@ -13,7 +13,7 @@
 // that uses a schema before a newer one opens it (a process of version 3
 // that is still running reads a row of several events as one; one of
 // version 4 leaves jend behind, and every later Save of that journal by
-// this code fails with ErrOutcomeUnknown).
+// this code is refused with a SequenceError).
 //
 //	schema_version (id = 1, version)
 //	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)
@@ -73,16 +73,16 @@
 // row's jpos on (pos) and moves jpos past them, and deletes what
 // DeleteEventsBefore asks, keeping each journal's last event: rows below
 // the bound go, and a row the bound cuts keeps its place with its leading
-// events marked deleted (skip), which reads pass over. The end of a
-// journal is read from the statement's snapshot, which is taken before
-// the locks are granted. If another Save under the same epoch appended to
-// the same journal after it was taken, the insert fails on the primary key
-// (both rows start where the snapshot's journal ended); and because that
-// Save may also have deleted the rows it appended, the entity's row keeps
-// where its journal ends (jend), which the upsert checks against the
-// record's first event under the row's lock, on the row's latest version.
-// Either failure writes nothing, and Save runs the statement once more,
-// whose check then refuses the shard with a SequenceError.
+// events marked deleted (skip), which reads pass over. The entity's row
+// keeps where its journal ends (jend), and the statement reads it from
+// its snapshot, which is taken before the locks are granted. If another
+// Save under the same epoch appended to the same journal after it was
+// taken, the insert fails on the primary key (both rows start where the
+// snapshot's journal ended); and because that Save may also have deleted
+// the rows it appended, the upsert checks jend against the record's first
+// event again under the row's lock, on the row's latest version. Either
+// failure writes nothing, and Save runs the statement once more, whose
+// check then refuses the shard with a SequenceError.
 //
 // The lock makes Saves that touch one shard's journals commit one at a
 // time, in the order they number their rows: within a shard, pos is

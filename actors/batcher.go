@@ -925,6 +925,10 @@ type shardGroup struct {
 // start, made after its account's earlier writes were queued) is looked
 // at again once the pass has taken that write: it then goes in the same
 // Save instead of the next one.
+// maxKeptOrder bounds the capacity of an empty queue's order that flush
+// keeps for the next writes.
+const maxKeptOrder = 1024
+
 func (q *queue) flush() bool {
 	b := q.b
 	n := min(len(q.order), b.maxRecords)
@@ -934,7 +938,10 @@ func (q *queue) flush() bool {
 	clear(q.groups)
 	clear(q.inBatch)
 	f := batchBuild{q: q, batch: make([]*pending, 0, n), groups: q.groups, inBatch: q.inBatch}
-	var rest []Ref
+	// rest, the writes left queued, is built in place in q.order: it is
+	// never longer than the part of q.order already passed.
+	old := len(q.order)
+	rest := q.order[:0]
 	var later []int // indexes in rest of writes that waited for a dependency
 	i := 0
 	for ; i < len(q.order) && len(f.batch) < n; i++ {
@@ -954,7 +961,10 @@ func (q *queue) flush() bool {
 	}
 	// Writes whose dependencies this pass took go with them; a write so
 	// taken can be the dependency of another, hence the loop.
-	taken := make(map[int]bool)
+	var taken map[int]bool
+	if len(later) > 0 {
+		taken = make(map[int]bool)
+	}
 	for progress := len(later) > 0 && len(f.batch) > 0; progress && len(f.batch) < n; {
 		progress = false
 		for _, j := range later {
@@ -981,6 +991,10 @@ func (q *queue) flush() bool {
 		rest = kept
 	}
 	q.order = append(rest, q.order[i:]...)
+	clear(q.order[len(q.order):old]) // what moved forward, or left
+	if len(q.order) == 0 && cap(q.order) > maxKeptOrder {
+		q.order = nil // a burst's queue is not kept
+	}
 	if len(f.batch) == 0 {
 		return false
 	}

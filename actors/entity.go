@@ -20,9 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Messages to an entity actor.
+// Messages to an entity actor. A call (*call) is sent as it is.
 type (
-	invoke    struct{ c *call }
 	writeDone struct {
 		gen, seq uint64
 		err      error
@@ -221,12 +220,12 @@ func (e *entity) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		e.self = ctx.Self()
-	case *invoke:
+	case *call:
 		e.en.queued.Add(-1)
-		if m.c.remind != 0 {
-			e.handleRemind(m.c)
+		if m.remind != 0 {
+			e.handleRemind(m)
 		} else {
-			e.handleInvoke(m.c)
+			e.handleInvoke(m)
 		}
 	case *writeDone:
 		e.handleWriteDone(m)

@@ -871,7 +871,7 @@ func (h *Host) enqueue(c *call, ref Ref, kind Kind, now int64) {
 	}
 	en.used = now
 	en.queued.Add(1)
-	h.system.Root.Send(en.pid, &invoke{c: c})
+	h.system.Root.Send(en.pid, c)
 	if h.active-h.evicts > h.cfg.MaxActive {
 		h.evictLocked()
 	}
@@ -1030,7 +1030,7 @@ func (h *Host) retire(en *entry, passivated bool) {
 	next := h.spawnLocked(en.ref, h.kinds[en.ref.Kind], en.shard)
 	for _, c := range parked {
 		next.queued.Add(1)
-		h.system.Root.Send(next.pid, &invoke{c: c})
+		h.system.Root.Send(next.pid, c)
 	}
 	if h.active-h.evicts > h.cfg.MaxActive {
 		h.evictLocked()

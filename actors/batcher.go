@@ -918,6 +918,10 @@ type shardGroup struct {
 	n, limit, evts int
 }
 
+// maxKeptOrder bounds the capacity of an empty queue's order that flush
+// keeps for the next writes.
+const maxKeptOrder = 1024
+
 // flush builds one Save from the queue, oldest entities first, within the
 // batcher's limits, and sends it. It reports whether it sent one.
 //
@@ -925,10 +929,6 @@ type shardGroup struct {
 // start, made after its account's earlier writes were queued) is looked
 // at again once the pass has taken that write: it then goes in the same
 // Save instead of the next one.
-// maxKeptOrder bounds the capacity of an empty queue's order that flush
-// keeps for the next writes.
-const maxKeptOrder = 1024
-
 func (q *queue) flush() bool {
 	b := q.b
 	n := min(len(q.order), b.maxRecords)

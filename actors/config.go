@@ -110,8 +110,9 @@ type HostConfig struct {
 	// reminders to at once, across its shards (each delivery lasts until
 	// the entity's firings are durable), and the index entries it reads
 	// per shard and tick: a million reminders due at once activate their
-	// entities ReminderBatch at a time, never all together, and above
-	// that the tolerance grows. Default 1024.
+	// entities ReminderBatch at a time, never all together, and never
+	// while MaxActive + ReminderBatch entities are active; above that the
+	// tolerance grows. Default 1024.
 	ReminderBatch int
 
 	// Limits. A Host never queues, keeps or waits for anything without a

@@ -206,8 +206,10 @@
 // from its last read and from the due times its entities' writes carry);
 // and at most HostConfig.ReminderBatch deliveries are outstanding at once
 // across the host's shards, each until its entity's firings are durable,
-// so a million reminders due at once never mean a million active entities
-// (passivation keeps within MaxActive as usual). After a crash or a
+// so a million reminders due at once never mean a million active entities:
+// a delivery activates an entity only while the host has fewer than
+// MaxActive + ReminderBatch active, and passivation brings them back
+// within MaxActive as usual. After a crash or a
 // hand-off, the shard's new owner reads the index when it takes the shard
 // and fires whatever is due.
 //

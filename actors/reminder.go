@@ -557,12 +557,13 @@ func (h *Host) remindTick() {
 
 // scan reads the earliest entries of sh's reminder index and delivers
 // the ones due by now. It reports false when the host has no room for
-// more deliveries.
+// more deliveries (see remind).
 func (h *Host) scan(sh *shardState, now int64) bool {
 	h.mu.Lock()
 	room := h.cfg.ReminderBatch - len(h.reminding)
+	full := h.active >= h.cfg.MaxActive+h.cfg.ReminderBatch // see remind
 	h.mu.Unlock()
-	if room <= 0 {
+	if room <= 0 || full {
 		return false
 	}
 	// From here on, writes that become durable note their due times in
@@ -635,8 +636,9 @@ const remindRequestID = "ordo.reminders"
 // through the entity's mailbox, which activates it if it is not active,
 // and which is answered once the firings' writes are durable. An entity
 // has one delivery outstanding at most, and the host
-// HostConfig.ReminderBatch; remind reports false when that bound is
-// reached. A delivery refused (overload, the shard moving)
+// HostConfig.ReminderBatch; and a delivery activates an entity only while
+// the host has fewer than MaxActive + ReminderBatch active. remind reports
+// false when either bound is reached. A delivery refused (overload, the shard moving)
 // leaves the index as it is. When a delivery ends, the shard is read
 // again at the next tick: its entry may still be there (refused, or a
 // firing to deliver again) or another one due.
@@ -648,6 +650,12 @@ func (h *Host) remind(sh *shardState, ref Ref, due int64) bool {
 		return true
 	}
 	if len(h.reminding) >= h.cfg.ReminderBatch {
+		h.mu.Unlock()
+		return false
+	}
+	if sh.entities[ref] == nil && h.active >= h.cfg.MaxActive+h.cfg.ReminderBatch {
+		// Passivation lags behind activation (entities asked to
+		// passivate have yet to run): a delivery would activate one more.
 		h.mu.Unlock()
 		return false
 	}

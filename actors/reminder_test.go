@@ -651,9 +651,9 @@ func TestReminderStaleIndexEntry(t *testing.T) {
 // 100,000 entities, each with one reminder due soon, on one host with
 // room for few active entities: every reminder fires exactly once, and
 // the active entities stay bounded while they fire (sampled), far below
-// the number of reminders: MaxActive, plus the entities being reminded
-// (at most ReminderBatch) and as many again on their way to passivation.
-// (10,000 with -short.)
+// the number of reminders: a delivery activates an entity only while
+// fewer than MaxActive + ReminderBatch are active, however far
+// passivation lags behind. (10,000 with -short.)
 func TestManyRemindersBoundedActive(t *testing.T) {
 	n := 100_000
 	if testing.Short() {
@@ -691,7 +691,7 @@ func TestManyRemindersBoundedActive(t *testing.T) {
 	for s := range shards {
 		require.NoError(t, host.Own(uint32(s), 2))
 	}
-	bound := maxActive + 2*batch
+	bound := maxActive + batch
 	peak := 0
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()

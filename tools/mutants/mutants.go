@@ -784,6 +784,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/reminder-activation-cap",
+		Guard: "a reminder delivery activates an entity only while fewer than MaxActive + ReminderBatch are active",
+		File:  "actors/reminder.go",
+		Orig:  `if sh.entities[ref] == nil && h.active >= h.cfg.MaxActive+h.cfg.ReminderBatch {`,
+		Repl:  `if false && sh.entities[ref] == nil && h.active >= h.cfg.MaxActive+h.cfg.ReminderBatch {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/reminder-request-id",
 		Guard: "S7: a firing's request ID is its reminder's name and due time (at most once per due time)",
 		File:  "actors/reminder.go",

@@ -50,7 +50,15 @@ func TestLoadManyReadsByKeyWithPlanOfEmptyTable(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return b.String()
 	}
-	explain() // the generic plan, made on the empty table
+	// The generic plan, made on the empty table, is checked at once and
+	// again once the table has grown: a catalog invalidation in between
+	// (an autovacuum's analyze, another session's DDL) makes PostgreSQL
+	// plan again, with the table's real size.
+	check := func(plan string) {
+		require.NotContains(t, plan, "Seq Scan", "a read of two keys scans the table:\n%s", plan)
+		require.Contains(t, plan, "entities_pkey", "a read of two keys does not use the primary key:\n%s", plan)
+	}
+	check(explain())
 
 	// Fill the table through the store, far beyond a few pages.
 	const n = 5000
@@ -66,9 +74,7 @@ func TestLoadManyReadsByKeyWithPlanOfEmptyTable(t *testing.T) {
 		}
 	}
 
-	plan := explain()
-	require.NotContains(t, plan, "Seq Scan", "a read of two keys scans the table:\n%s", plan)
-	require.Contains(t, plan, "entities_pkey", "a read of two keys does not use the primary key:\n%s", plan)
+	check(explain())
 
 	got, err := s.LoadMany(ctx, []persistence.Key{{Kind: "k", ID: "x-1"}, {Kind: "k", ID: "missing"}, {Kind: "k", ID: fmt.Sprint("x-", n-1)}})
 	require.NoError(t, err)
@@ -119,8 +125,15 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 		saveJournal = `EXECUTE save_journal('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{1,1}', '{1,1}', '{0,0}',
 			'{1,2}', '{1,1}', '{"",""}', '{0,0}', '{t,t}', '{1,1}')`
 	)
-	explain(savePlain) // the generic plans, made on the empty table
-	explain(saveJournal)
+	// The generic plans, made on the empty table, are checked at once and
+	// again once the table has grown (see the test above).
+	check := func() {
+		for _, stmt := range []string{savePlain, saveJournal} {
+			plan := explain(stmt)
+			require.NotContains(t, plan, "Seq Scan on entities", "a Save of two records scans the table:\n%s", plan)
+		}
+	}
+	check()
 
 	const n = 5000
 	require.NoError(t, s.Fence(ctx, 1, 1))
@@ -134,8 +147,5 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 			recs = recs[:0]
 		}
 	}
-	for _, stmt := range []string{savePlain, saveJournal} {
-		plan := explain(stmt)
-		require.NotContains(t, plan, "Seq Scan on entities", "a Save of two records scans the table:\n%s", plan)
-	}
+	check()
 }

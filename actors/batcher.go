@@ -190,9 +190,11 @@ func (p *pending) records(recs []persistence.Record) []persistence.Record {
 	return recs
 }
 
-// newPending returns the pending of w alone.
-func newPending(w write) *pending {
-	p := &pending{w: w, after: w.after, expect: w.expect, done1: [1]func(error){w.done},
+// newPending returns the pending of w alone, one of pool's if it keeps
+// any (pool may be nil).
+func newPending(w write, pool *pendingPool) *pending {
+	p := pool.take()
+	*p = pending{w: w, after: w.after, expect: w.expect, done1: [1]func(error){w.done},
 		events: w.journal.events, deleteBefore: w.journal.deleteBefore, snapshot: w.journal.snapshot, cold: w.cold}
 	p.done = p.done1[:]
 	if w.expect > 0 {
@@ -211,11 +213,11 @@ func (p *pending) last() *pending {
 
 // add makes the newer write w of p's entity replace p's, unless w's
 // events would take p over maxEvents, or apart is set: then w starts
-// p.next. It returns the pending w joined.
-func (p *pending) add(w write, maxEvents int, apart bool) *pending {
+// p.next (newPending). It returns the pending w joined.
+func (p *pending) add(w write, maxEvents int, apart bool, pool *pendingPool) *pending {
 	p = p.last()
 	if n := len(w.journal.events); apart || n > 0 && len(p.events) > 0 && len(p.events)+n > maxEvents {
-		p.next = newPending(w)
+		p.next = newPending(w, pool)
 		return p.next
 	}
 	if p.w.span != nil && p.w.span.SpanContext().IsSampled() {
@@ -243,6 +245,36 @@ func (p *pending) add(w write, maxEvents int, apart bool) *pending {
 		p.cold = w.cold
 	}
 	return p
+}
+
+// pendingPool keeps pendings whose Saves are settled, for new writes:
+// a write then costs no allocation of its pending. The batcher's lock
+// guards the queue's pool.
+type pendingPool []*pending
+
+// maxPooled bounds the pendings a pool keeps: a burst's are not kept.
+const maxPooled = 256
+
+// take returns a zero pending: one of the pool's, or a new one when it
+// has none (or is nil).
+func (pool *pendingPool) take() *pending {
+	if pool == nil || len(*pool) == 0 {
+		return new(pending)
+	}
+	n := len(*pool) - 1
+	p := (*pool)[n]
+	(*pool)[n] = nil
+	*pool = (*pool)[:n]
+	return p
+}
+
+// put keeps p for a later write, once nothing refers to it any more: its
+// Save is settled, and its writes have been told.
+func (pool *pendingPool) put(p *pending) {
+	if len(*pool) < maxPooled {
+		*p = pending{} // it holds no write, callback or span meanwhile
+		*pool = append(*pool, p)
+	}
 }
 
 // chainSize returns the bytes of p and the pendings after it.
@@ -546,6 +578,8 @@ type queue struct {
 	// early collects the replies settle releases, for settled to deliver
 	// once it lets go of the lock.
 	early []earlyReply
+	// pool keeps the pendings of settled Saves for new writes.
+	pool pendingPool
 
 	firstQueued time.Time // when the oldest queued write arrived
 	// timer fires BatchMaxDelay after firstQueued, lingerT when a write
@@ -718,7 +752,7 @@ func (q *queue) add(w write) {
 		before := p.chainSize()
 		// w joins the entity's last queued write unless that would make
 		// the write wait for a co-located write that waits for it.
-		p.add(w, b.maxEvents, len(w.after) > 0 && q.waitsFor(w.after, p.last()))
+		p.add(w, b.maxEvents, len(w.after) > 0 && q.waitsFor(w.after, p.last()), &q.pool)
 		q.bytes += p.chainSize() - before
 		return
 	} else if ok {
@@ -727,7 +761,7 @@ func (q *queue) add(w write) {
 	if len(q.order) == 0 {
 		q.firstQueued = time.Now()
 	}
-	q.queued[ref] = newPending(w)
+	q.queued[ref] = newPending(w, &q.pool)
 	q.order = append(q.order, ref)
 	q.bytes += w.size
 }
@@ -1129,6 +1163,7 @@ func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(s
 // large go again in smaller groups, and cancels waiting for the Save are
 // acknowledged.
 func (q *queue) settle(res saveResult) {
+	delete(q.inflight, res.id)
 	var fenced, failed, tooLarge uint64
 	var refused map[uint32][]*pending // groups of several records refused as too large
 	for _, p := range res.batch {
@@ -1171,6 +1206,7 @@ func (q *queue) settle(res saveResult) {
 		for _, d := range p.done {
 			d(err)
 		}
+		q.pool.put(p) // settled: no queue, Save or write refers to it
 	}
 	for _, ps := range refused {
 		q.requeue(ps, max(1, len(ps)/2))
@@ -1183,7 +1219,6 @@ func (q *queue) settle(res saveResult) {
 		b.stats.TooLarge += tooLarge
 		b.statsMu.Unlock()
 	}
-	delete(q.inflight, res.id)
 	q.stalled = false
 	q.ackCancels()
 }

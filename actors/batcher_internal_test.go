@@ -284,3 +284,61 @@ func TestBatcherCloseWaitsForTheSaveInFlight(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 Save of 2 writes submitted before close", st)
 	}
 }
+
+// A settled Save's pendings serve the next writes: a write then costs no
+// pending of its own. A pooled pending holds nothing of its writes, a
+// pending the store refused goes again, not to the pool, and the pool
+// keeps maxPooled at most.
+func TestSettledPendingsServeLaterWrites(t *testing.T) {
+	q, en := newTestQueue(t)
+	a, b, c := en("a"), en("b"), en("c")
+	told := 0
+	w := testWrite(a, 1)
+	w.done = func(error) { told++ }
+	q.add(w)
+	first := q.queued[a.ref]
+	if !q.flush() {
+		t.Fatal("a:1 not sent")
+	}
+	q.settle(<-q.results)
+	if told != 1 || a.durable.Load() != 1 {
+		t.Fatalf("a:1 told %d times, durable at %d; want 1, 1", told, a.durable.Load())
+	}
+	if len(q.pool) != 1 || q.pool[0] != first {
+		t.Fatalf("pool %v, want a:1's pending %p", q.pool, first)
+	}
+	if p := q.pool[0]; p.w.en != nil || p.w.done != nil || p.done != nil || p.done1[0] != nil || p.next != nil {
+		t.Fatalf("pooled pending still holds its write: %+v", p)
+	}
+	q.add(testWrite(b, 1))
+	if q.queued[b.ref] != first || len(q.pool) != 0 {
+		t.Fatalf("b:1's pending %p, pool %d: want a:1's settled pending %p", q.queued[b.ref], len(q.pool), first)
+	}
+
+	// The store refuses b:1 and c:1 as a group too large: both go again,
+	// in groups of one, and neither is pooled meanwhile.
+	q.add(testWrite(c, 1))
+	if !q.flush() {
+		t.Fatal("b:1 and c:1 not sent")
+	}
+	sent := <-q.results
+	q.settle(saveResult{id: sent.id, batch: sent.batch,
+		outcome: map[uint32]error{0: fmt.Errorf("group: %w", persistence.ErrTooLarge)}})
+	if len(q.pool) != 0 || q.queued[b.ref] == nil || q.queued[c.ref] == nil {
+		t.Fatalf("after the refusal: pool %d, queued %v", len(q.pool), q.order)
+	}
+	sendAll(t, q)
+	if b.durable.Load() != 1 || c.durable.Load() != 1 || len(q.pool) != 2 {
+		t.Fatalf("durable b:%d c:%d, pool %d; want 1 1 2", b.durable.Load(), c.durable.Load(), len(q.pool))
+	}
+
+	// A burst's pendings are not all kept.
+	q.b.maxRecords = 2 * maxPooled
+	for i := range maxPooled + 10 {
+		q.add(testWrite(en(fmt.Sprint("burst", i)), 1))
+	}
+	sendAll(t, q)
+	if len(q.pool) != maxPooled {
+		t.Fatalf("pool %d after a Save of %d writes, want %d", len(q.pool), maxPooled+10, maxPooled)
+	}
+}

@@ -53,7 +53,7 @@ func TestRecordEncoding(t *testing.T) {
 			extra = append(extra, w.journal.meta...)
 		}
 		w.size = len(w.state) + len(extra) + w.coldSize
-		p := newPending(w)
+		p := newPending(w, nil)
 		got := p.record().Data
 		want := append(protoBytes(t, &ordopb.EntityRecord{State: w.state, Epoch: w.epoch, Seq: w.seq,
 			DedupGeneration: w.dedupGen, DedupLen: uint32(w.dedupLen)}), extra...)

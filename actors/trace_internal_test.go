@@ -70,8 +70,8 @@ func TestSaveSpanFollowsAReplacedTracedWrite(t *testing.T) {
 	tracedRun.End()
 	quietRun.End()
 
-	p := newPending(write{span: tracedRun, done: func(error) {}})
-	require.Same(t, p, p.add(write{span: quietRun, done: func(error) {}}, 60, false), "the newer write replaces the older")
+	p := newPending(write{span: tracedRun, done: func(error) {}}, nil)
+	require.Same(t, p, p.add(write{span: quietRun, done: func(error) {}}, 60, false, nil), "the newer write replaces the older")
 	b := &batcher{tracer: tracer}
 	_, span := b.startSave(ctx, []*pending{p})
 	span.End()

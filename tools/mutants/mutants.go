@@ -135,8 +135,8 @@ var mutants = []Mutant{
 		Name:  "actors/colocated-waits-acyclic",
 		Guard: "liveness: co-located writes never wait for each other in a cycle (entities whose writes never go stop answering)",
 		File:  "actors/batcher.go",
-		Orig:  `p.add(w, b.maxEvents, len(w.after) > 0 && q.waitsFor(w.after, p.last()))`,
-		Repl:  `p.add(w, b.maxEvents, false)`,
+		Orig:  `p.add(w, b.maxEvents, len(w.after) > 0 && q.waitsFor(w.after, p.last()), &q.pool)`,
+		Repl:  `p.add(w, b.maxEvents, false, &q.pool)`,
 		Pkgs:  []string{"./actors"},
 	},
 	{
@@ -823,6 +823,17 @@ var mutants = []Mutant{
 		Orig:  `w.prevDue = p.w.prevDue // the replaced write is never sent`,
 		Repl:  ``,
 		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/pool-refused-pending",
+		Guard: "a pending the store refused as too large goes again: only a settled one serves a later write",
+		File:  "actors/batcher.go",
+		Orig: `			refused[p.w.shard] = append(refused[p.w.shard], p)
+			continue`,
+		Repl: `			refused[p.w.shard] = append(refused[p.w.shard], p)
+			q.pool.put(p)
+			continue`,
+		Pkgs: []string{"./actors"},
 	},
 
 	{

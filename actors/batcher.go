@@ -1131,11 +1131,13 @@ type saveJob struct {
 }
 
 // saver runs the Saves of jobs, one at a time, each bounded by
-// StoreTimeout, and hands their results to settled, until jobs is closed.
+// StoreTimeout (saveBound), and hands their results to settled, until jobs is closed.
 // It encodes each Save's records itself, outside the batcher's lock: the
 // pendings of a Save in flight change no more until it is settled.
 func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(saveResult, []earlyReply) []earlyReply) {
 	var early []earlyReply // the replies of the Save being settled
+	var bound saveBound
+	defer bound.stop()
 	for job := range jobs {
 		recs := make([]persistence.Record, 0, len(job.batch))
 		for _, p := range job.batch {
@@ -1149,12 +1151,40 @@ func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(s
 		if b.onBatch != nil {
 			b.onBatch(len(recs))
 		}
-		sctx, cancel := context.WithTimeout(ctx, b.timeout)
-		sctx, span := b.startSave(sctx, job.batch)
+		sctx, span := b.startSave(bound.context(ctx, b.timeout), job.batch)
 		outcome, err := b.store.Save(sctx, recs)
 		endSave(span, outcome, err)
-		cancel()
 		early = settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err}, early)
+	}
+}
+
+// saveBound is a saver's deadline for its Saves: each Save ends between
+// StoreTimeout and 5/4 StoreTimeout after it starts. One context, and its
+// timer, serves the Saves a saver starts within a quarter of StoreTimeout,
+// where context.WithTimeout would make a timer per Save. A saver runs one
+// Save at a time: a context is replaced only between two Saves.
+type saveBound struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	end    time.Time
+}
+
+// context returns a context of parent that ends at least d from now, and
+// at most 5d/4.
+func (sb *saveBound) context(parent context.Context, d time.Duration) context.Context {
+	now := time.Now()
+	if sb.ctx == nil || sb.end.Sub(now) < d || sb.ctx.Err() != nil {
+		sb.stop()
+		sb.end = now.Add(d + d/4)
+		sb.ctx, sb.cancel = context.WithDeadline(parent, sb.end)
+	}
+	return sb.ctx
+}
+
+// stop releases the context's timer.
+func (sb *saveBound) stop() {
+	if sb.cancel != nil {
+		sb.cancel()
 	}
 }
 

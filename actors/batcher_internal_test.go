@@ -342,3 +342,41 @@ func TestSettledPendingsServeLaterWrites(t *testing.T) {
 		t.Fatalf("pool %d after a Save of %d writes, want %d", len(q.pool), maxPooled+10, maxPooled)
 	}
 }
+
+// A saver's Saves share a deadline between d and 5d/4 ahead: a context is
+// replaced when it would end within d, or has ended.
+func TestSaveBoundSharesOneDeadline(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sb saveBound
+	defer sb.stop()
+	const d = time.Hour
+	before := time.Now()
+	ctx := sb.context(parent, d)
+	after := time.Now()
+	end, ok := ctx.Deadline()
+	if !ok || end.Before(before.Add(d)) || end.After(after.Add(d+d/4)) {
+		t.Fatalf("deadline %v (set: %v), want between %v and %v", end, ok, before.Add(d), after.Add(d+d/4))
+	}
+	if again := sb.context(parent, d); again != ctx {
+		t.Fatal("a Save started at once got another context")
+	}
+	// Under 2h left: a Save bounded by 2h gets a new context, which
+	// replaces, and releases, the old one.
+	longer := sb.context(parent, 2*d)
+	if longer == ctx || ctx.Err() == nil {
+		t.Fatalf("bound 2h: same context %v, old context's error %v", longer == ctx, ctx.Err())
+	}
+	if end, _ := longer.Deadline(); end.Before(time.Now().Add(2*d - time.Minute)) {
+		t.Fatalf("bound 2h: deadline %v", end)
+	}
+	// A context that has ended is not handed out again.
+	sb.stop()
+	if next := sb.context(parent, 2*d); next == longer || next.Err() != nil {
+		t.Fatalf("after the context ended: same %v, error %v", next == longer, next.Err())
+	}
+	cancel()
+	if got := sb.context(parent, 2*d); got.Err() == nil {
+		t.Fatal("a context of a canceled parent has not ended")
+	}
+}

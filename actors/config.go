@@ -92,7 +92,9 @@ type HostConfig struct {
 	// entity's write also carries the events of its runs written behind
 	// (Context.WriteBehind), at most 8. Default 60.
 	BatchMaxEvents int
-	// StoreTimeout bounds each store call. Default 10s.
+	// StoreTimeout bounds each store call. A Save of the batcher ends
+	// between StoreTimeout and 5/4 StoreTimeout after it starts: its
+	// deadline serves the Saves of a quarter of StoreTimeout. Default 10s.
 	StoreTimeout time.Duration
 	// RequestTimeout bounds each attempt of an entity-to-entity message
 	// (Request, Send): it is the attempt's deadline. Default 30s.

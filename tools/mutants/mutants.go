@@ -835,6 +835,14 @@ var mutants = []Mutant{
 			continue`,
 		Pkgs: []string{"./actors"},
 	},
+	{
+		Name:  "actors/save-bound-renewed",
+		Guard: "a Save gets a deadline at least StoreTimeout ahead: a saver's context is replaced once it has ended or would end sooner",
+		File:  "actors/batcher.go",
+		Orig:  `if sb.ctx == nil || sb.end.Sub(now) < d || sb.ctx.Err() != nil {`,
+		Repl:  `if sb.ctx == nil {`,
+		Pkgs:  []string{"./actors"},
+	},
 
 	{
 		Name:  "placement/setlive-unchanged",

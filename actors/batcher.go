@@ -118,24 +118,28 @@ const colocateLinger = 2 * time.Millisecond
 
 // record encodes p's write as the record a Save stores: an EntityRecord,
 // its scalar fields first, then the encoded fields the write carries
-// (recent, fences, reminders, journal fields), in a buffer of exactly its
-// size (w.size also counts what goes to other records: the dedup window,
-// the events, the snapshot).
-func (p *pending) record() persistence.Record {
+// (recent, fences, reminders, journal fields). It appends the record's
+// data to arena, the Save's buffer (see saver), and returns the record,
+// whose Data is a slice of arena of exactly its size (w.size also counts
+// what goes to other records: the dedup window, the events, the
+// snapshot), and arena.
+func (p *pending) record(arena []byte) (persistence.Record, []byte) {
 	w := &p.w
 	n := recordHeaderSize(w) + len(w.fences) + len(w.reminders) + len(w.journal.meta)
 	for _, b := range w.recent {
 		n += len(b)
 	}
-	data := appendRecordHeader(make([]byte, 0, n), w)
+	arena = slices.Grow(arena, n)
+	start := len(arena)
+	arena = appendRecordHeader(arena, w)
 	for _, b := range w.recent {
-		data = append(data, b...)
+		arena = append(arena, b...)
 	}
-	data = append(data, w.fences...)
-	data = append(data, w.reminders...)
-	data = append(data, w.journal.meta...)
-	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: data,
-		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore, Create: w.create}
+	arena = append(arena, w.fences...)
+	arena = append(arena, w.reminders...)
+	arena = append(arena, w.journal.meta...)
+	return persistence.Record{Kind: w.ref.Kind, ID: w.ref.ID, Shard: w.shard, Epoch: w.epoch, Data: arena[start:len(arena):len(arena)],
+		Due: w.due, PrevDue: w.prevDue, Events: p.events, DeleteEventsBefore: p.deleteBefore, Create: w.create}, arena
 }
 
 // appendRecordHeader appends the scalar fields of w's EntityRecord (state,
@@ -174,20 +178,23 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 
 // records appends p's records to recs: the entity's, its dedup record
 // when p carries a new generation, and its snapshot's when p carries a
-// new one (event-sourced kinds).
-func (p *pending) records(recs []persistence.Record) []persistence.Record {
-	recs = append(recs, p.record())
+// new one (event-sourced kinds). The data it encodes goes in arena (see
+// record); it returns recs and arena.
+func (p *pending) records(recs []persistence.Record, arena []byte) ([]persistence.Record, []byte) {
+	rec, arena := p.record(arena)
+	recs = append(recs, rec)
+	w := &p.w
 	if p.cold != nil {
-		w := &p.w
+		start := len(arena)
+		arena = appendDedupRecord(arena, w.dedupGen, p.cold)
 		recs = append(recs, persistence.Record{Kind: w.ref.Kind + DedupKindSuffix, ID: w.ref.ID,
-			Shard: w.shard, Epoch: w.epoch, Data: encodeDedupRecord(w.dedupGen, p.cold)})
+			Shard: w.shard, Epoch: w.epoch, Data: arena[start:len(arena):len(arena)]})
 	}
 	if p.snapshot != nil {
-		w := &p.w
 		recs = append(recs, persistence.Record{Kind: w.ref.Kind + SnapshotKindSuffix, ID: w.ref.ID,
 			Shard: w.shard, Epoch: w.epoch, Data: p.snapshot})
 	}
-	return recs
+	return recs, arena
 }
 
 // newPending returns the pending of w alone, one of pool's if it keeps
@@ -1138,10 +1145,15 @@ func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(s
 	var early []earlyReply // the replies of the Save being settled
 	var bound saveBound
 	defer bound.stop()
+	// recs and arena, the data its records are encoded in, serve one
+	// Save after another: a store keeps neither after Save returns
+	// (persistence.Store).
+	var recs []persistence.Record
+	var arena []byte
 	for job := range jobs {
-		recs := make([]persistence.Record, 0, len(job.batch))
+		recs, arena = recs[:0], arena[:0]
 		for _, p := range job.batch {
-			recs = p.records(recs)
+			recs, arena = p.records(recs, arena)
 		}
 		b.statsMu.Lock()
 		b.stats.Saves++
@@ -1154,9 +1166,17 @@ func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(s
 		sctx, span := b.startSave(bound.context(ctx, b.timeout), job.batch)
 		outcome, err := b.store.Save(sctx, recs)
 		endSave(span, outcome, err)
+		clear(recs) // hold none of the Save's events or snapshots
+		if cap(arena) > maxKeptArena {
+			arena = nil
+		}
 		early = settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err}, early)
 	}
 }
+
+// maxKeptArena bounds the buffer a saver keeps for its next Save's data:
+// a larger one is let go.
+const maxKeptArena = 256 << 10
 
 // saveBound is a saver's deadline for its Saves: each Save ends between
 // StoreTimeout and 5/4 StoreTimeout after it starts. One context, and its

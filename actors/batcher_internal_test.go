@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -378,5 +379,48 @@ func TestSaveBoundSharesOneDeadline(t *testing.T) {
 	cancel()
 	if got := sb.context(parent, 2*d); got.Err() == nil {
 		t.Fatal("a context of a canceled parent has not ended")
+	}
+}
+
+// A saver encodes a Save's records in the buffer it kept from its last
+// Save: once it has grown to the Saves' size, their data costs no
+// allocation, dedup records included (only a dedup record's kind name is
+// made), and each record's data is its own.
+func TestSaveRecordsReuseTheSaversBuffer(t *testing.T) {
+	var batch []*pending
+	for i := range 8 {
+		w := write{ref: Ref{Kind: "k", ID: fmt.Sprint("e", i)}, epoch: 1, seq: uint64(i + 1),
+			state: bytes.Repeat([]byte{byte(i)}, 100+i), recent: [][]byte{[]byte("recent")}, dedupGen: 1, dedupLen: 1}
+		if i%2 == 0 {
+			w.cold = [][]byte{bytes.Repeat([]byte{0xcd}, 500)}
+		}
+		batch = append(batch, newPending(w, nil))
+	}
+	var recs []persistence.Record
+	var arena []byte
+	encode := func() {
+		recs, arena = recs[:0], arena[:0]
+		for _, p := range batch {
+			recs, arena = p.records(recs, arena)
+		}
+	}
+	encode()
+	if len(recs) != 12 {
+		t.Fatalf("%d records, want 12 (8 entities, 4 dedup records)", len(recs))
+	}
+	first := make([][]byte, len(recs))
+	for i, r := range recs {
+		first[i] = bytes.Clone(r.Data)
+		if cap(r.Data) != len(r.Data) {
+			t.Fatalf("record %d: %d bytes in a slice of %d", i, len(r.Data), cap(r.Data))
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, encode); allocs != 4 {
+		t.Fatalf("encoding a Save of %d records: %.1f allocations, want 4 (the dedup records' kind names)", len(recs), allocs)
+	}
+	for i, r := range recs {
+		if !bytes.Equal(r.Data, first[i]) {
+			t.Fatalf("record %d (%s) encoded anew differs", i, r.Kind)
+		}
 	}
 }

@@ -968,14 +968,14 @@ const dedupTail = 16
 // keeps its whole window in its record.
 const DedupKindSuffix = "/dedup"
 
-// encodeDedupRecord encodes a DedupRecord of generation gen holding the
-// encoded entries.
-func encodeDedupRecord(gen uint64, entries [][]byte) []byte {
+// appendDedupRecord appends to b a DedupRecord of generation gen holding
+// the encoded entries.
+func appendDedupRecord(b []byte, gen uint64, entries [][]byte) []byte {
 	size := protowire.SizeVarint(gen) + 1
 	for _, enc := range entries {
 		size += len(enc)
 	}
-	b := make([]byte, 0, size)
+	b = slices.Grow(b, size)
 	b = protowire.AppendTag(b, 1, protowire.VarintType)
 	b = protowire.AppendVarint(b, gen)
 	for _, enc := range entries {

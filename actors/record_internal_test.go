@@ -11,9 +11,10 @@ import (
 )
 
 // A record is the EntityRecord proto.Marshal makes of its scalar fields,
-// followed by the encoded fields the write carries, in a buffer of
-// exactly its length: what goes to other records (the dedup window, the
-// events, the snapshot) takes no room in it.
+// followed by the encoded fields the write carries, in a slice of the
+// Save's buffer of exactly its length: what goes to other records (the
+// dedup window, the events, the snapshot) takes no room in it, and what
+// the buffer held before is left as it was.
 func TestRecordEncoding(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -54,14 +55,22 @@ func TestRecordEncoding(t *testing.T) {
 		}
 		w.size = len(w.state) + len(extra) + w.coldSize
 		p := newPending(w, nil)
-		got := p.record().Data
+		before := make([]byte, rng.IntN(3)*100)
+		arena := append(make([]byte, 0, rng.IntN(2)*4096), before...)
+		rec, arena := p.record(arena)
+		got := rec.Data
 		want := append(protoBytes(t, &ordopb.EntityRecord{State: w.state, Epoch: w.epoch, Seq: w.seq,
 			DedupGeneration: w.dedupGen, DedupLen: uint32(w.dedupLen)}), extra...)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("seed %d, case %d: record\n%x\nwant\n%x", seed, i, got, want)
 		}
 		if cap(got) != len(got) {
-			t.Fatalf("seed %d, case %d: record of %d bytes in a buffer of %d", seed, i, len(got), cap(got))
+			t.Fatalf("seed %d, case %d: record of %d bytes in a slice of %d", seed, i, len(got), cap(got))
+		}
+		if len(arena) != len(before)+len(got) || !bytes.Equal(arena[:len(before)], before) ||
+			!bytes.Equal(arena[len(before):], got) {
+			t.Fatalf("seed %d, case %d: the buffer holds %d bytes, want the %d before and the record's %d",
+				seed, i, len(arena), len(before), len(got))
 		}
 	}
 }

@@ -209,7 +209,9 @@
 // so a million reminders due at once never mean a million active entities:
 // a delivery activates an entity only while the host has fewer than
 // MaxActive + ReminderBatch active, and passivation brings them back
-// within MaxActive as usual. After a crash or a
+// within MaxActive as usual (an entity that cannot passivate when asked,
+// its run or its writes still going, is asked again at the host's next
+// sweep, at most a second later). After a crash or a
 // hand-off, the shard's new owner reads the index when it takes the shard
 // and fires whatever is due.
 //

@@ -82,7 +82,7 @@ type Host struct {
 	// of (writeDone): the failed ones, and those it waited to hear of.
 	told atomic.Uint64
 
-	remindersFired, reminderScans atomic.Uint64
+	remindersFired, reminderScans, reminderWaits atomic.Uint64
 
 	// props spawns every entity; its producer returns spawning, set under
 	// mu just before each Spawn (which calls the producer synchronously),
@@ -374,8 +374,11 @@ type HostStats struct {
 
 	// RemindersFired counts the durable reminders' firings delivered to
 	// entities (Context.SetReminder), and ReminderScans the reads of the
-	// store's reminder index that looked for them.
-	RemindersFired, ReminderScans uint64
+	// store's reminder index that looked for them. ReminderWaits counts
+	// the passes of the reminder loop (one per HostConfig.ReminderTick)
+	// that stopped for want of room: ReminderBatch deliveries outstanding,
+	// or MaxActive + ReminderBatch entities active; the next pass goes on.
+	RemindersFired, ReminderScans, ReminderWaits uint64
 }
 
 // NewHost validates cfg and returns a host for kinds over store. Call
@@ -940,7 +943,7 @@ func (h *Host) evictLocked() {
 }
 
 // keep withdraws a passivation request an entity cannot honour yet (it has
-// writes or replies in flight); a later sweep asks again.
+// writes or replies in flight, or runs); a later sweep asks again (sweep).
 func (h *Host) keep(en *entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -950,21 +953,28 @@ func (h *Host) keep(en *entry) {
 	}
 }
 
-// sweep asks entities idle for IdleTimeout to passivate. The LRU list is
-// ordered by last use, so the walk stops at the first recent entry.
+// sweep asks entities idle for IdleTimeout to passivate, and enough of
+// the least recently used others to bring the host within MaxActive. The
+// LRU list is ordered by last use, so the idle walk stops at the first
+// recent entry.
 func (h *Host) sweep() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cutoff := timeNow().Add(-h.cfg.IdleTimeout).UnixNano()
-	for en := h.lru.back(); en != nil; en = h.lru.prev(en) {
-		if en.used > cutoff {
-			return
-		}
+	for en := h.lru.back(); en != nil && en.used <= cutoff; en = h.lru.prev(en) {
 		if !en.evict {
 			en.evict = true
 			h.evicts++
 			h.system.Root.Send(en.pid, passivateNow)
 		}
+	}
+	// The cap is asked for again: the entities asked to passivate for it
+	// when others activated may not have been able to (keep), and the
+	// host would otherwise stay above MaxActive until the next activation,
+	// which a reminder delivery does not make while the host is full
+	// (remind).
+	if h.active-h.evicts > h.cfg.MaxActive {
+		h.evictLocked()
 	}
 }
 
@@ -1134,7 +1144,8 @@ func (h *Host) Stats() HostStats {
 	h.mu.Unlock()
 	s := HostStats{Active: active, Activations: h.activations.Load(), Passivations: h.passivations.Load(),
 		Inflight: inflight, Overloaded: h.overloaded.Load(), Timers: h.timers.Load(), DedupEntries: h.dedupEntries.Load(),
-		RemindersFired: h.remindersFired.Load(), ReminderScans: h.reminderScans.Load()}
+		RemindersFired: h.remindersFired.Load(), ReminderScans: h.reminderScans.Load(),
+		ReminderWaits: h.reminderWaits.Load()}
 	if h.loader != nil {
 		s.Loads, s.LoadedRecords = h.loader.stats()
 	}

@@ -550,7 +550,8 @@ func (h *Host) remindTick() {
 	h.mu.Unlock()
 	for _, sh := range scan {
 		if sh.ctx.Err() == nil && !h.scan(sh, now) {
-			return // ReminderBatch deliveries outstanding: the next tick goes on
+			h.reminderWaits.Add(1)
+			return // no room for more deliveries: the next tick goes on
 		}
 	}
 }

@@ -729,13 +729,153 @@ func TestManyRemindersBoundedActive(t *testing.T) {
 	}
 }
 
+// Reminder deliveries wait while the host has MaxActive + ReminderBatch
+// entities active and none of them can passivate yet (each is in a run:
+// the eviction's passivation waits behind it, and is withdrawn), and none
+// is lost: once the runs end, the host asks for the passivations again
+// (its sweep), every reminder fires, once, and the active entities never
+// exceed the bound on the way. No entity is idle long enough for
+// IdleTimeout to passivate it meanwhile.
+func TestRemindersWaitWhilePassivationLags(t *testing.T) {
+	const (
+		shards    = 2
+		maxActive = 4
+		batch     = 2
+		n         = 30
+	)
+	store := memory.New()
+	t.Cleanup(func() { store.Close() })
+	release := make(chan struct{})
+	var ticks sync.Map
+	busy := actors.MustKind("busy", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxT, m *testpb.Add) (*testpb.Value, error) {
+			<-release
+			c.State.Value += m.Delta
+			return &testpb.Value{Value: c.State.Value}, nil
+		}))
+	reminded := actors.MustKind("reminded", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxT, m *testpb.Tick) (*testpb.Value, error) {
+			c.State.Value += m.Delta
+			if _, dup := ticks.LoadOrStore(c.Ref().ID, true); dup {
+				return nil, fmt.Errorf("%s ticked twice", c.Ref().ID)
+			}
+			return &testpb.Value{Value: c.State.Value}, nil
+		}))
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = shards
+	cfg.MaxActive = maxActive
+	cfg.ReminderBatch = batch
+	cfg.ReminderTick = 5 * time.Millisecond
+	cfg.IdleTimeout = time.Hour
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, busy, reminded)
+	bound := maxActive + batch
+	checkBound := func() {
+		t.Helper()
+		require.LessOrEqual(t, host.Stats().Active, bound, "active entities")
+	}
+
+	// Shard 0: bound busy entities, each in a run that waits for release.
+	// The host asks the oldest to passivate; none can before its run ends.
+	ctx := testCtx(t)
+	require.NoError(t, store.Fence(ctx, 0, 1))
+	require.NoError(t, host.Own(0, 2))
+	var wg sync.WaitGroup
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release) // the test failed first: let the runs end
+		}
+		wg.Wait()
+	}()
+	for i, started := 0, 0; started < bound; i++ {
+		ref := actors.Ref{Kind: "busy", ID: fmt.Sprint("b", i)}
+		if actors.ShardOf(ref, shards) != 0 {
+			continue
+		}
+		started++
+		wg.Go(func() {
+			_, err := actors.Call[*testpb.Value](ctx, host, ref, &testpb.Add{Delta: 1})
+			if err != nil {
+				t.Errorf("%s: %v", ref, err)
+			}
+		})
+	}
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if st := host.Stats(); st.Active != bound {
+			return fmt.Errorf("%d busy entities active, want %d", st.Active, bound)
+		}
+		return nil
+	})
+
+	// Shard 1: n entities with a reminder due now, stored by a host that
+	// is gone. The loop finds them due and has no room for them.
+	var ids []string
+	for i := 0; len(ids) < n; i++ {
+		if id := fmt.Sprint("e", i); actors.ShardOf(remindRef(id), shards) == 1 {
+			ids = append(ids, id)
+		}
+	}
+	seedRemindersOf(t, store, ids, shards, time.Now())
+	require.NoError(t, host.Own(1, 2))
+	waits := host.Stats().ReminderWaits
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		checkBound()
+		if w := host.Stats().ReminderWaits; w < waits+3 {
+			return fmt.Errorf("the reminder loop waited %d times since shard 1 was taken, want 3", w-waits)
+		}
+		return nil
+	})
+	st := host.Stats()
+	require.Zero(t, st.RemindersFired, "reminders fired while %d entities were active and none could go", st.Active)
+	require.Equal(t, bound, st.Active)
+
+	// The runs end: the busy entities passivate, and every reminder fires.
+	close(release)
+	testutil.Eventually(t, time.Minute, time.Millisecond, func() error {
+		checkBound()
+		if st := host.Stats(); st.RemindersFired < n {
+			return fmt.Errorf("%d of %d reminders fired", st.RemindersFired, n)
+		}
+		return nil
+	})
+	wg.Wait()
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if left := len(indexed(t, store, shards)); left > 0 {
+			return fmt.Errorf("%d index entries left", left)
+		}
+		return nil
+	})
+	require.EqualValues(t, n, host.Stats().RemindersFired)
+	for _, id := range ids {
+		_, ok := ticks.Load(id)
+		require.True(t, ok, "%s never ticked", id)
+		require.EqualValues(t, 1, storedValue(t, store, "reminded", id), id)
+	}
+}
+
 // seedReminders writes n records of "reminded" entities e0…e(n-1), each
 // with one reminder "r" due at due that delivers Tick{1}, under epoch 1.
 func seedReminders(t *testing.T, store *memory.Store, n int, shards uint32, due time.Time) {
 	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprint("e", i)
+	}
+	seedRemindersOf(t, store, ids, shards, due)
+}
+
+// seedRemindersOf is seedReminders for the "reminded" entities ids; it
+// fences their shards at epoch 1.
+func seedRemindersOf(t *testing.T, store *memory.Store, ids []string, shards uint32, due time.Time) {
+	t.Helper()
 	ctx := testCtx(t)
-	for s := range shards {
-		require.NoError(t, store.Fence(ctx, uint32(s), 1))
+	fenced := make(map[uint32]bool)
+	for _, id := range ids {
+		if s := actors.ShardOf(remindRef(id), shards); !fenced[s] {
+			require.NoError(t, store.Fence(ctx, s, 1))
+			fenced[s] = true
+		}
 	}
 	msg, err := anypb.New(&testpb.Tick{Delta: 1})
 	require.NoError(t, err)
@@ -748,8 +888,8 @@ func seedReminders(t *testing.T, store *memory.Store, n int, shards uint32, due 
 		}
 		recs = recs[:0]
 	}
-	for i := range n {
-		ref := remindRef(fmt.Sprint("e", i))
+	for _, id := range ids {
+		ref := remindRef(id)
 		data, err := proto.Marshal(&ordopb.EntityRecord{State: []byte{}, Epoch: 1, Seq: 1,
 			Reminders: []*ordopb.Reminder{{Name: "r", DueUnixNano: due.UnixNano(), Message: msg}}})
 		require.NoError(t, err)

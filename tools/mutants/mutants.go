@@ -792,6 +792,16 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/sweep-asks-for-the-cap",
+		Guard: "liveness: a host above MaxActive asks for passivations again at its sweep, so reminder deliveries waiting for room go on",
+		File:  "actors/host.go",
+		Orig: `	// (remind).
+	if h.active-h.evicts > h.cfg.MaxActive {`,
+		Repl: `	// (remind).
+	if false && h.active-h.evicts > h.cfg.MaxActive {`,
+		Pkgs: []string{"./actors"},
+	},
+	{
 		Name:  "actors/reminder-request-id",
 		Guard: "S7: a firing's request ID is its reminder's name and due time (at most once per due time)",
 		File:  "actors/reminder.go",

@@ -674,20 +674,8 @@ func TestManyRemindersBoundedActive(t *testing.T) {
 	t.Logf("seeded %d records in %v", n, time.Since(start))
 
 	var ticks sync.Map
-	k := actors.MustKind("reminded", func() *testpb.Counter { return new(testpb.Counter) },
-		actors.On(func(c *ctxT, m *testpb.Tick) (*testpb.Value, error) {
-			c.State.Value += m.Delta
-			if _, dup := ticks.LoadOrStore(c.Ref().ID, true); dup {
-				return nil, fmt.Errorf("%s ticked twice", c.Ref().ID)
-			}
-			return &testpb.Value{Value: c.State.Value}, nil
-		}))
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = shards
-	cfg.MaxActive = maxActive
-	cfg.ReminderBatch = batch
-	cfg.ReminderTick = 5 * time.Millisecond
-	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, k)
+	cfg := boundedReminders(shards, maxActive, batch)
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, tickedOnce(&ticks))
 	for s := range shards {
 		require.NoError(t, host.Own(uint32(s), 2))
 	}
@@ -753,21 +741,9 @@ func TestRemindersWaitWhilePassivationLags(t *testing.T) {
 			c.State.Value += m.Delta
 			return &testpb.Value{Value: c.State.Value}, nil
 		}))
-	reminded := actors.MustKind("reminded", func() *testpb.Counter { return new(testpb.Counter) },
-		actors.On(func(c *ctxT, m *testpb.Tick) (*testpb.Value, error) {
-			c.State.Value += m.Delta
-			if _, dup := ticks.LoadOrStore(c.Ref().ID, true); dup {
-				return nil, fmt.Errorf("%s ticked twice", c.Ref().ID)
-			}
-			return &testpb.Value{Value: c.State.Value}, nil
-		}))
-	cfg := actors.DefaultLocalConfig()
-	cfg.Shards = shards
-	cfg.MaxActive = maxActive
-	cfg.ReminderBatch = batch
-	cfg.ReminderTick = 5 * time.Millisecond
+	cfg := boundedReminders(shards, maxActive, batch)
 	cfg.IdleTimeout = time.Hour
-	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, busy, reminded)
+	host := startHost(t, cfg, actors.HostDeps{Store: memoryView{store}}, busy, tickedOnce(&ticks))
 	bound := maxActive + batch
 	checkBound := func() {
 		t.Helper()
@@ -852,6 +828,32 @@ func TestRemindersWaitWhilePassivationLags(t *testing.T) {
 		require.True(t, ok, "%s never ticked", id)
 		require.EqualValues(t, 1, storedValue(t, store, "reminded", id), id)
 	}
+}
+
+// tickedOnce is the kind of the seeded reminders' entities (seedReminders):
+// it adds each Tick to its counter, notes the entity in ticks, and fails
+// an entity's second Tick.
+func tickedOnce(ticks *sync.Map) actors.Kind {
+	return actors.MustKind("reminded", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxT, m *testpb.Tick) (*testpb.Value, error) {
+			c.State.Value += m.Delta
+			if _, dup := ticks.LoadOrStore(c.Ref().ID, true); dup {
+				return nil, fmt.Errorf("%s ticked twice", c.Ref().ID)
+			}
+			return &testpb.Value{Value: c.State.Value}, nil
+		}))
+}
+
+// boundedReminders is a local host's config of shards shards, MaxActive
+// maxActive and ReminderBatch batch, that looks for due reminders every
+// 5 ms.
+func boundedReminders(shards uint32, maxActive, batch int) actors.HostConfig {
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = shards
+	cfg.MaxActive = maxActive
+	cfg.ReminderBatch = batch
+	cfg.ReminderTick = 5 * time.Millisecond
+	return cfg
 }
 
 // seedReminders writes n records of "reminded" entities e0…e(n-1), each

@@ -110,7 +110,7 @@ var mutants = []Mutant{
 		Guard: "S3: the dedup entries are written with the state, in the same record",
 		File:  "actors/batcher.go",
 		Orig: `	for _, b := range w.recent {
-		data = append(data, b...)
+		arena = append(arena, b...)
 	}`,
 		Repl: ``,
 		Pkgs: []string{"./actors"},

@@ -38,6 +38,14 @@
 // Then(Delete(key)). The concurrency.Mutex and Election recipes are not used
 // (see DESIGN.md).
 //
+// An Acquire can fail on the client (a timeout, a leader change) after etcd
+// applied it: the lock is then held under the node's lease, and no Acquire
+// of another node can take it while the lease lives. Acquire is therefore
+// idempotent per lease (it returns the epoch of a lock its node already
+// holds under that lease), and the reconciler acquires again every shard
+// whose lock the table shows under its own session but that it does not
+// own, except one whose lock it is deleting.
+//
 // # Desired ownership and handoff
 //
 // Agent computes the desired owner of each shard by rendezvous hashing

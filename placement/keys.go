@@ -177,23 +177,32 @@ func Register(ctx context.Context, client *clientv3.Client, keys Keys, info Node
 
 // Acquire takes the lock of shard for nodeID under lease:
 //
-//	Txn(If(CreateRevision(P/shards/n) == 0)).Then(Put(P/shards/n, nodeID, WithLease(lease)))
+//	Txn(If(CreateRevision(P/shards/n) == 0)).Then(Put(P/shards/n, nodeID, WithLease(lease))).Else(Get(P/shards/n))
 //
 // and returns the epoch, the revision of that transaction (which is the
-// key's CreateRevision). It fails with ErrShardTaken when the key exists.
+// key's CreateRevision). It fails with ErrShardTaken when the key exists,
+// unless nodeID already holds it under lease (a non-zero lease): then it
+// returns that lock's epoch. So an Acquire whose reply was lost (a
+// timeout, an etcd leader change), although etcd applied it, is repeated
+// safely: the retry learns the epoch the lost reply carried.
 func Acquire(ctx context.Context, client *clientv3.Client, keys Keys, shard uint32, nodeID string, lease clientv3.LeaseID) (int64, error) {
 	key := keys.Shard(shard)
 	resp, err := client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, nodeID, clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
 		return 0, fmt.Errorf("placement: acquire shard %d: %w", shard, err)
 	}
-	if !resp.Succeeded {
-		return 0, fmt.Errorf("%w: shard %d", ErrShardTaken, shard)
+	if resp.Succeeded {
+		return resp.Header.Revision, nil
 	}
-	return resp.Header.Revision, nil
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && lease != 0 &&
+		kvs[0].Lease == int64(lease) && string(kvs[0].Value) == nodeID {
+		return kvs[0].CreateRevision, nil
+	}
+	return 0, fmt.Errorf("%w: shard %d", ErrShardTaken, shard)
 }
 
 // Unlock deletes the lock of shard if it still has CreateRevision epoch

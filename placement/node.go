@@ -87,6 +87,7 @@ type Agent struct {
 	owned      map[uint32]int64
 	acquiring  map[uint32]bool
 	releasing  map[uint32]bool
+	unlocking  map[uint32]int // shards whose lock unlock is deleting (not owned any more)
 	live       []string
 	desired    []string      // desired[shard] over live; replaced, never mutated
 	handoffs   *rate.Limiter // paces handoffs (Config.HandoffRate, HandoffBurst)
@@ -131,6 +132,7 @@ func New(cfg Config, client *clientv3.Client, host ShardRunner) (*Agent, error) 
 		owned:     map[uint32]int64{},
 		acquiring: map[uint32]bool{},
 		releasing: map[uint32]bool{},
+		unlocking: map[uint32]int{},
 		live:      live,
 		handoffs:  rate.NewLimiter(rate.Limit(cfg.HandoffRate), cfg.HandoffBurst),
 		changed:   make(chan struct{}),

@@ -80,10 +80,20 @@ func (n *Agent) reconcile(ctx context.Context) {
 			}
 			continue
 		}
-		if taken || n.acquiring[shard] {
+		if n.acquiring[shard] || n.unlocking[shard] > 0 {
 			continue
 		}
-		if desired == self || !n.registered(desired) {
+		// A lock of this session that the node does not own is one whose
+		// Acquire etcd applied but whose reply was lost (a timeout, a
+		// leader change): nothing else takes or leaves a lock under the
+		// session's lease unowned (an unlock runs under unlocking). Left
+		// alone, the shard would stay locked and unserved while the
+		// session lives; Acquire again returns the lock's epoch.
+		mislaid := taken && o.NodeID == self && o.Lease == int64(s.ID())
+		if taken && !mislaid {
+			continue
+		}
+		if mislaid || desired == self || !n.registered(desired) {
 			acquire = append(acquire, shard)
 			n.acquiring[shard] = true
 		}
@@ -141,7 +151,8 @@ func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 			cancel()
 			if err != nil {
 				if !errors.Is(err, ErrShardTaken) && sctx.Err() == nil {
-					n.log.Debug("placement: acquire failed", "shard", shard, "err", err)
+					// etcd may have applied it: the next Acquire learns so.
+					n.log.Info("placement: acquire failed; trying again", "shard", shard, "err", err)
 				}
 				return
 			}
@@ -207,6 +218,7 @@ func (n *Agent) handoff(sctx context.Context, s *Session, shard uint32, epoch in
 		return
 	}
 	delete(n.owned, shard)
+	n.unlocking[shard]++
 	n.mu.Unlock()
 	n.unlock(sctx, shard, epoch)
 }
@@ -223,6 +235,7 @@ func (n *Agent) Relinquish(shard uint32, epoch int64) {
 		return
 	}
 	delete(n.owned, shard)
+	n.unlocking[shard]++
 	sctx := n.sessCtx
 	n.handoffWG.Add(1)
 	n.mu.Unlock()
@@ -236,8 +249,18 @@ func (n *Agent) Relinquish(shard uint32, epoch int64) {
 }
 
 // unlock deletes the shard's lock if it is still held at epoch,
-// retrying until it is gone or sctx ends.
+// retrying until it is gone or sctx ends. Its caller counted it in
+// n.unlocking (with n.mu held, as it removed the shard from n.owned); it
+// counts it out, so that the reconciler never takes the lock being
+// deleted for one whose Acquire reply was lost.
 func (n *Agent) unlock(sctx context.Context, shard uint32, epoch int64) {
+	defer func() {
+		n.mu.Lock()
+		if n.unlocking[shard]--; n.unlocking[shard] <= 0 {
+			delete(n.unlocking, shard)
+		}
+		n.mu.Unlock()
+	}()
 	backoff := n.cfg.RetryBackoff
 	for {
 		rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)

@@ -956,6 +956,22 @@ var mutants = []Mutant{
 		Pkgs: []string{"./placement"},
 	},
 	{
+		Name:  "placement/mislaid-lock",
+		Guard: "L1: a lock the node's session holds but the node does not own (an Acquire reply lost) is served, not left locked",
+		File:  "placement/reconcile.go",
+		Orig:  `mislaid := taken && o.NodeID == self && o.Lease == int64(s.ID())`,
+		Repl:  `mislaid := false`,
+		Pkgs:  []string{"./placement"},
+	},
+	{
+		Name:  "placement/unlocking-not-mislaid",
+		Guard: "S1: a relinquished shard is served again only under a new epoch, never by taking back the lock being deleted",
+		File:  "placement/reconcile.go",
+		Orig:  `if n.acquiring[shard] || n.unlocking[shard] > 0 {`,
+		Repl:  `if n.acquiring[shard] {`,
+		Pkgs:  []string{"./placement"},
+	},
+	{
 		Name:  "placement/deadline-from-send",
 		Guard: "S1/S2: the validity deadline counts from the keepalive's send time",
 		File:  "placement/session.go",

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,8 +264,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep.Unavailable = unavailable(ctx, read, cfg.Accounts, 3*time.Second)
 	rep.UnservedShards = unservedShards(ctx, read, r.shards, 3*time.Second)
 	if len(rep.UnservedShards) > 0 {
-		r.logf("%6.1fs %d shards are served by no node after the heal: %v (held by %v)", time.Since(r.start).Seconds(),
-			len(rep.UnservedShards), rep.UnservedShards, r.holders(ctx, rep.UnservedShards))
+		rep.UnservedLocks = r.describeShards(ctx, rep.UnservedShards)
+		r.logf("%6.1fs %d shards are served by no node after the heal: %s", time.Since(r.start).Seconds(),
+			len(rep.UnservedShards), strings.Join(rep.UnservedLocks, "; "))
 	}
 	if len(rep.Unavailable) > 0 {
 		r.logf("%6.1fs %d accounts do not answer after the heal: %v", time.Since(r.start).Seconds(), len(rep.Unavailable), rep.Unavailable)

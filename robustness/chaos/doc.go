@@ -94,7 +94,8 @@
 // account's balance is read once; and in every shard an account that was
 // never opened is read, which a serving owner answers at once with
 // "unknown account" (Report.UnservedShards: shards that some node holds in
-// placement but none serves). The check itself gets a bounded
+// placement but none serves; Report.UnservedLocks says who holds each one's
+// lock in etcd, and which nodes claim it). The check itself gets a bounded
 // --resolve-timeout, so a cluster that cannot answer fails the run instead
 // of hanging it.
 //

@@ -47,6 +47,9 @@ type Report struct {
 	// the heal (each probe bounded by 3 s): held in placement, served by
 	// no host.
 	UnservedShards []uint32 `json:"unserved_shards,omitempty"`
+	// UnservedLocks says, for each unserved shard, who holds its lock in
+	// etcd (node, epoch, lease) and which nodes' placement claims it.
+	UnservedLocks []string `json:"unserved_locks,omitempty"`
 	// Check is the `bank check` verdict.
 	Check CheckVerdict `json:"check"`
 	// Violations is the total of violations the check found.
@@ -196,7 +199,11 @@ func (rep *Report) finish() {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d transfers left unknown were still not final long after the load: %v", len(rep.Sagas.Pending), rep.Sagas.Pending))
 	}
 	if len(rep.UnservedShards) > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d shards were served by no node after the heal: %v", len(rep.UnservedShards), rep.UnservedShards))
+		note := fmt.Sprintf("%d shards were served by no node after the heal: %v", len(rep.UnservedShards), rep.UnservedShards)
+		if len(rep.UnservedLocks) > 0 {
+			note += " (" + strings.Join(rep.UnservedLocks, "; ") + ")"
+		}
+		rep.Notes = append(rep.Notes, note)
 	}
 	if len(rep.Unavailable) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d accounts did not answer after the heal: %v", len(rep.Unavailable), rep.Unavailable))

@@ -612,6 +612,39 @@ func (r *runner) holders(ctx context.Context, shards []uint32) map[uint32][]stri
 	return out
 }
 
+// describeShards says, for each of shards, who holds its lock in etcd
+// and which nodes' placement claims it (holders): a lock that no node
+// claims is one whose holder never learned it had it.
+func (r *runner) describeShards(ctx context.Context, shards []uint32) []string {
+	keys, err := placement.NewKeys(placement.DefaultConfig().Prefix)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return describeLocks(ctx, r.etcd, keys, shards, r.holders(ctx, shards))
+}
+
+// describeLocks is describeShards over kv and keys, given the nodes that
+// claim each shard: one line per shard, "shard 213: locked by n3 at epoch
+// 1234 under lease 18c6..., claimed by [n3]", or "no lock".
+func describeLocks(ctx context.Context, kv clientv3.KV, keys placement.Keys, shards []uint32, claims map[uint32][]string) []string {
+	out := make([]string, 0, len(shards))
+	for _, s := range shards {
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := kv.Get(gctx, keys.Shard(s))
+		cancel()
+		lock := "no lock"
+		switch {
+		case err != nil:
+			lock = fmt.Sprintf("lock unreadable (%v)", err)
+		case len(resp.Kvs) > 0:
+			k := resp.Kvs[0]
+			lock = fmt.Sprintf("locked by %s at epoch %d under lease %x", k.Value, k.CreateRevision, k.Lease)
+		}
+		out = append(out, fmt.Sprintf("shard %d: %s, claimed by %v", s, lock, claims[s]))
+	}
+	return out
+}
+
 // proxiedURL is pgURL with its host:port replaced by the proxy's.
 func proxiedURL(pgURL string, p *netproxy.Proxy) string {
 	u, err := url.Parse(pgURL)

@@ -1,8 +1,10 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -132,6 +134,9 @@ func (n *Agent) registered(id string) bool {
 func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, n.cfg.AcquireConcurrency)
+	var failMu sync.Mutex
+	var failed []uint32 // acquisitions that failed other than as taken
+	var firstErr error
 	for _, shard := range shards {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -151,8 +156,10 @@ func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 			cancel()
 			if err != nil {
 				if !errors.Is(err, ErrShardTaken) && sctx.Err() == nil {
-					// etcd may have applied it: the next Acquire learns so.
-					n.log.Info("placement: acquire failed; trying again", "shard", shard, "err", err)
+					failMu.Lock()
+					failed = append(failed, shard)
+					firstErr = cmp.Or(firstErr, err)
+					failMu.Unlock()
 				}
 				return
 			}
@@ -160,6 +167,11 @@ func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 		}()
 	}
 	wg.Wait()
+	if len(failed) > 0 {
+		// etcd may have applied some: the next Acquire of each learns so.
+		slices.Sort(failed)
+		n.log.Info("placement: acquisitions failed; trying again", "shards", failed, "err", firstErr)
+	}
 }
 
 // adopt records a freshly acquired lock and tells the host, unless the

@@ -106,7 +106,7 @@ func panelOf(sp spec, title string, ss []Series) panel {
 	for _, s := range ss {
 		l := line{label: s.Process, color: colorOf(s.Process), dashed: !(s.Fit != nil && s.Fit.Judged)}
 		switch {
-		case s.Name == seriesActiveExcess:
+		case s.Name == seriesActiveExcess || s.Name == seriesDedupExcess:
 			l.label, l.color = "excess", color.RGBA{0, 0, 0, 0xff}
 		case s.Process == clusterWide && len(ss) > 1:
 			l.label, l.color = "total", color.RGBA{0x99, 0x99, 0x99, 0xff}

@@ -61,17 +61,22 @@
 // sawtooth; pairing readings within one lifetime keeps a restarted node's
 // fresh counters out of the fit. A series fails when its growth exceeds
 // both Config.Rel (20%) of its median in the window and its floor: RSS
-// 32 MiB, goroutines 50, descriptors 16, dedup entries 2000, pending
+// 32 MiB, goroutines 50, descriptors 16, dedup entries (excess) 2000, pending
 // Forgets 50, etcd keys 50 (see Judge).
 //
 // Entity counts are judged for the cluster, since shards (and their
-// entities) move between nodes with every fault: the sum over the nodes of
-// the dedup entries, and the active entities in excess of the accounts and
-// of the transfers submitted within the last 1.125 idle timeouts (an entity
-// passivates between one and 1.25 idle timeouts after its last message),
-// whose growth may not exceed 20% of the active entities nor 200, unless
-// it ends within that limit (entities a fault took coming back). The
-// total itself follows the load's throughput and is not judged.
+// entities) move between nodes with every fault: the active entities in
+// excess of the accounts and of the transfers submitted within the last
+// 1.125 idle timeouts (an entity passivates between one and 1.25 idle
+// timeouts after its last message), whose growth may not exceed 20% of
+// the active entities nor 200, unless it ends within that limit (entities
+// a fault took coming back); and the dedup entries beyond one per active
+// entity. Both totals follow the load's throughput and are not judged
+// themselves: a transfer entity holds one dedup entry (its Submit's), an
+// account a window the load fills within seconds, so the dedup entries
+// are the active entities plus the accounts' windows, and their excess
+// over the active entities stays flat however the throughput moves, while
+// a window that outgrows its bound raises it.
 //
 // Series that follow the transfer records, which the bank keeps (one per
 // transfer ever submitted, never deleted), and the accounts' events (their

@@ -42,9 +42,11 @@
 // applied it: the lock is then held under the node's lease, and no Acquire
 // of another node can take it while the lease lives. Acquire is therefore
 // idempotent per lease (it returns the epoch of a lock its node already
-// holds under that lease), and the reconciler acquires again every shard
-// whose lock the table shows under its own session but that it does not
-// own, except one whose lock it is deleting.
+// holds under that lease), and the reconciler takes back, at its epoch,
+// every lock the table shows under its own session that it does not own
+// and that it is not deleting, once a read of etcd confirms the lock is
+// still there (the table may show for a moment a lock an unlock just
+// deleted: that shard is never acquired anew).
 //
 // # Desired ownership and handoff
 //

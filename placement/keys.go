@@ -205,6 +205,21 @@ func Acquire(ctx context.Context, client *clientv3.Client, keys Keys, shard uint
 	return 0, fmt.Errorf("%w: shard %d", ErrShardTaken, shard)
 }
 
+// heldAt reports whether nodeID holds shard's lock under lease at epoch
+// (a linearizable read): a lock whose Acquire reply was lost, which the
+// node takes back at that epoch. It never takes a free lock.
+func heldAt(ctx context.Context, client *clientv3.Client, keys Keys, shard uint32, nodeID string, lease clientv3.LeaseID, epoch int64) (bool, error) {
+	resp, err := client.Get(ctx, keys.Shard(shard))
+	if err != nil {
+		return false, fmt.Errorf("placement: read shard %d: %w", shard, err)
+	}
+	if len(resp.Kvs) != 1 {
+		return false, nil
+	}
+	kv := resp.Kvs[0]
+	return lease != 0 && kv.Lease == int64(lease) && string(kv.Value) == nodeID && kv.CreateRevision == epoch, nil
+}
+
 // Unlock deletes the lock of shard if it still has CreateRevision epoch
 // (ShardRunner.Release, by contrast, drains a shard before its lock is deleted):
 //

@@ -150,3 +150,43 @@ func TestRelinquishedShardsComeBackUnderNewEpochs(t *testing.T) {
 		last[e.shard] = e.epoch
 	}
 }
+
+// A node that hands shards off to a node that joins never takes one back:
+// the lock it just deleted, which its table may still show under its
+// session for a moment, is not one to take back, nor a free shard to
+// acquire again.
+func TestHandedOffShardsStayHandedOff(t *testing.T) {
+	srv := startEtcd(t)
+	c := newClient(t, srv.Endpoints()...)
+	const prefix = "/ordo/handed-off"
+	h := &history{}
+	acfg := testConfig("a", prefix)
+	acfg.Shards = 256
+	a := startNode(t, acfg, c, newRecHost("a", h))
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		return settled(acfg.Shards, []*placement.Agent{a}, []string{"a"})
+	})
+	bcfg := testConfig("b", prefix)
+	bcfg.Shards = acfg.Shards
+	live := []string{"a", "b"}
+	b := startNode(t, bcfg, c, newRecHost("b", h))
+	b.SetLive(live)
+	a.SetLive(live)
+	testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, func() error {
+		return settled(acfg.Shards, []*placement.Agent{a, b}, live)
+	})
+	if err := h.checkNoOverlap(); err != nil {
+		t.Fatal(err)
+	}
+	acquired := map[uint32]int{}
+	for _, e := range h.snapshot() {
+		if e.node == "a" && e.kind == "acquired" {
+			acquired[e.shard]++
+		}
+	}
+	for s := uint32(0); s < acfg.Shards; s++ {
+		if placement.Desired(s, live) == "b" && acquired[s] != 1 {
+			t.Errorf("a acquired shard %d, handed off to b, %d times", s, acquired[s])
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -69,6 +70,7 @@ func (n *Agent) reconcile(ctx context.Context) {
 	snap, rev := n.table.Snapshot()
 	self := n.cfg.NodeID
 	var acquire, handoff, vanished []uint32
+	mislaid := map[uint32]int64{} // shards of acquire the table shows locked under the session, with their epochs
 	n.mu.Lock()
 	for shard := uint32(0); shard < n.cfg.Shards; shard++ {
 		desired := desiredOf[shard]
@@ -90,12 +92,19 @@ func (n *Agent) reconcile(ctx context.Context) {
 		// leader change): nothing else takes or leaves a lock under the
 		// session's lease unowned (an unlock runs under unlocking). Left
 		// alone, the shard would stay locked and unserved while the
-		// session lives; Acquire again returns the lock's epoch.
-		mislaid := taken && o.NodeID == self && o.Lease == int64(s.ID())
-		if taken && !mislaid {
+		// session lives: the node takes it back at its epoch if etcd
+		// confirms it (the table may still show a lock an unlock just
+		// deleted), and then hands it off like any other.
+		if taken && o.NodeID == self && o.Lease == int64(s.ID()) {
+			acquire = append(acquire, shard)
+			mislaid[shard] = o.Epoch
+			n.acquiring[shard] = true
 			continue
 		}
-		if mislaid || desired == self || !n.registered(desired) {
+		if taken {
+			continue
+		}
+		if desired == self || !n.registered(desired) {
 			acquire = append(acquire, shard)
 			n.acquiring[shard] = true
 		}
@@ -121,7 +130,7 @@ func (n *Agent) reconcile(ctx context.Context) {
 		go n.handoff(sctx, s, shard, epoch)
 	}
 	if len(acquire) > 0 {
-		n.acquireAll(sctx, s, acquire)
+		n.acquireAll(sctx, s, acquire, mislaid)
 	}
 }
 
@@ -131,7 +140,10 @@ func (n *Agent) registered(id string) bool {
 	return ok
 }
 
-func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
+// acquireAll acquires shards, each marked in n.acquiring, and takes back
+// those of mislaid (locks of the session it does not own) at their epochs
+// when etcd confirms them.
+func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32, mislaid map[uint32]int64) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, n.cfg.AcquireConcurrency)
 	var failMu sync.Mutex
@@ -152,7 +164,16 @@ func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32) {
 				return
 			}
 			rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
-			epoch, err := Acquire(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID())
+			epoch, err := int64(0), error(nil)
+			if e, ok := mislaid[shard]; ok {
+				var held bool
+				if held, err = heldAt(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID(), e); err == nil && !held {
+					err = fmt.Errorf("%w: shard %d", ErrShardTaken, shard) // gone or changed: the table catches up
+				}
+				epoch = e
+			} else {
+				epoch, err = Acquire(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID())
+			}
 			cancel()
 			if err != nil {
 				if !errors.Is(err, ErrShardTaken) && sctx.Err() == nil {

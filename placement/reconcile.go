@@ -70,7 +70,7 @@ func (n *Agent) reconcile(ctx context.Context) {
 	snap, rev := n.table.Snapshot()
 	self := n.cfg.NodeID
 	var acquire, handoff, vanished []uint32
-	mislaid := map[uint32]int64{} // shards of acquire the table shows locked under the session, with their epochs
+	var mislaid map[uint32]int64 // shards of acquire the table shows locked under the session, with their epochs
 	n.mu.Lock()
 	for shard := uint32(0); shard < n.cfg.Shards; shard++ {
 		desired := desiredOf[shard]
@@ -96,6 +96,9 @@ func (n *Agent) reconcile(ctx context.Context) {
 		// confirms it (the table may still show a lock an unlock just
 		// deleted), and then hands it off like any other.
 		if taken && o.NodeID == self && o.Lease == int64(s.ID()) {
+			if mislaid == nil {
+				mislaid = make(map[uint32]int64)
+			}
 			acquire = append(acquire, shard)
 			mislaid[shard] = o.Epoch
 			n.acquiring[shard] = true
@@ -164,16 +167,7 @@ func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32, mi
 				return
 			}
 			rctx, cancel := context.WithTimeout(sctx, n.cfg.RequestTimeout)
-			epoch, err := int64(0), error(nil)
-			if e, ok := mislaid[shard]; ok {
-				var held bool
-				if held, err = heldAt(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID(), e); err == nil && !held {
-					err = fmt.Errorf("%w: shard %d", ErrShardTaken, shard) // gone or changed: the table catches up
-				}
-				epoch = e
-			} else {
-				epoch, err = Acquire(rctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID())
-			}
+			epoch, err := n.acquireOne(rctx, s, shard, mislaid)
 			cancel()
 			if err != nil {
 				if !errors.Is(err, ErrShardTaken) && sctx.Err() == nil {
@@ -193,6 +187,21 @@ func (n *Agent) acquireAll(sctx context.Context, s *Session, shards []uint32, mi
 		slices.Sort(failed)
 		n.log.Info("placement: acquisitions failed; trying again", "shards", failed, "err", firstErr)
 	}
+}
+
+// acquireOne acquires shard under s, or, when it is one of mislaid, takes
+// its lock back at its epoch if etcd still holds it under s (it never
+// takes a free lock then: that one may have just been handed off).
+func (n *Agent) acquireOne(ctx context.Context, s *Session, shard uint32, mislaid map[uint32]int64) (int64, error) {
+	epoch, ok := mislaid[shard]
+	if !ok {
+		return Acquire(ctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID())
+	}
+	held, err := heldAt(ctx, n.client, n.keys, shard, n.cfg.NodeID, s.ID(), epoch)
+	if err == nil && !held {
+		err = fmt.Errorf("%w: shard %d", ErrShardTaken, shard) // gone or changed: the table catches up
+	}
+	return epoch, err
 }
 
 // adopt records a freshly acquired lock and tells the host, unless the

@@ -967,9 +967,11 @@ var mutants = []Mutant{
 		Name:  "placement/mislaid-never-acquires",
 		Guard: "a lock of the session the node does not own is taken back only as etcd holds it, never acquired anew (the table may show a lock an unlock just deleted)",
 		File:  "placement/reconcile.go",
-		Orig:  `if e, ok := mislaid[shard]; ok {`,
-		Repl:  `if e, ok := mislaid[shard]; ok && false {`,
-		Pkgs:  []string{"./placement"},
+		Orig: `	epoch, ok := mislaid[shard]
+	if !ok {`,
+		Repl: `	epoch, ok := mislaid[shard]
+	if !ok || true {`,
+		Pkgs: []string{"./placement"},
 	},
 	{
 		Name:  "placement/unlocking-not-mislaid",

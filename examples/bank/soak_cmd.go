@@ -15,7 +15,7 @@ func newSoakCmd() *cobra.Command {
 		Short: "Run the multi-process bank under steady load and periodic faults for a long time, and fail if a resource grows without bound",
 		Long: `soak is a long bank chaos run: real processes of this binary under a steady
 load, one fault every --fault-interval (kill, pause, partition, etcd member
-kill, PostgreSQL restart, in turn), while every node's RSS, goroutines, open
+kill, PostgreSQL restart, in turn), while every node's RSS, Go live heap, goroutines, open
 file descriptors, active entities and dedup entries, the etcd members' RSS,
 descriptors and database size, the accounts' pending Forgets and the etcd
 key count are sampled every --sample-every. It ends with bank check and

@@ -42,6 +42,7 @@ func fakeRun(t *testing.T, grow, leak float64, pending int) (Config, *chaos.Repo
 	for at := 0.0; at <= 240; at += 10 {
 		s.record(seriesGoroutines, "n1", at, 100+grow*at+float64(int(at)%30)/10, 1)
 		s.record(seriesRSS, "n1", at, 80<<20+float64(int(at)%40)*(1<<20), 1)
+		s.record(seriesHeapLive, "n1", at, 20<<20+float64(int(at)%30)*(1<<18), 1)
 		share := 0.5
 		if at >= 130 && at <= 132 {
 			share = 1 // n2 is down: n1 has its shards
@@ -52,6 +53,7 @@ func fakeRun(t *testing.T, grow, leak float64, pending int) (Config, *chaos.Repo
 			}
 			s.record(seriesGoroutines, "n2", at, 90, inc)
 			s.record(seriesRSS, "n2", at, 70<<20, inc)
+			s.record(seriesHeapLive, "n2", at, 18<<20, inc)
 			s.record(seriesActive, "n2", at, active(at)/2, inc)
 			s.record(seriesDedup, "n2", at, dedup(at)/2, inc)
 		}
@@ -92,13 +94,13 @@ func TestBuildPasses(t *testing.T) {
 			t.Errorf("%s of %s: neither judged nor explained: %+v", ser.Name, ser.Process, ser.Fit)
 		}
 	}
-	// RSS and goroutines of n1 and n2, pending, the excess of active
-	// entities and the excess of dedup entries over them; not the
-	// member's RSS nor the transfer records (they follow the kept
-	// records), nor the entities and dedup entries per node, nor the
-	// totals of active entities and dedup entries.
-	if judged != 7 || unjudged != 8 {
-		t.Fatalf("%d judged, %d not judged; want 7 and 8", judged, unjudged)
+	// The live heap and goroutines of n1 and n2, pending, the excess of
+	// active entities and the excess of dedup entries over them; not the
+	// nodes' RSS, the member's RSS nor the transfer records (they follow
+	// the kept records), nor the entities and dedup entries per node, nor
+	// the totals of active entities and dedup entries.
+	if judged != 7 || unjudged != 10 {
+		t.Fatalf("%d judged, %d not judged; want 7 and 10", judged, unjudged)
 	}
 	// The active entities grew with the load, well past 20%; their
 	// excess, and the dedup entries' excess over them, stayed flat.
@@ -150,6 +152,18 @@ func TestBuildFailsOnGrowthAndLeftovers(t *testing.T) {
 	rep = build(cfg, crep, s, nil, calls)
 	if rep.OK || len(rep.Failures) != 1 || !strings.Contains(rep.Failures[0], "dedup_entries_excess of cluster grows") {
 		t.Fatalf("dedup windows outgrowing their bound: ok=%v %v", rep.OK, rep.Failures)
+	}
+
+	// A live heap that gains 100 KiB a second on n1: 11.7 MiB over the
+	// window, more than 8 MiB and than 20% of its level (about 24 MiB).
+	cfg, crep, s, calls = fakeRun(t, 0, 0, 0)
+	k = seriesKey{seriesHeapLive, "n1"}
+	for i, p := range s.points[k] {
+		s.points[k][i].V = p.V + 100<<10*p.At
+	}
+	rep = build(cfg, crep, s, nil, calls)
+	if rep.OK || len(rep.Failures) != 1 || !strings.Contains(rep.Failures[0], "heap_live_bytes of n1 grows") {
+		t.Fatalf("a growing live heap: ok=%v %v", rep.OK, rep.Failures)
 	}
 
 	cfg, crep, s, calls = fakeRun(t, 0, 0, 1)
@@ -428,6 +442,71 @@ func TestDedupFollowingTheLoadPasses(t *testing.T) {
 		case ser.Name == seriesDedupExcess:
 			if ser.Fit == nil || !ser.Fit.Judged || !ser.Fit.OK || ser.Fit.Growth > 100 || ser.Fit.Growth < -100 {
 				t.Fatalf("dedup excess: %+v", ser.Fit)
+			}
+		}
+	}
+}
+
+// The memory of the nodes of a 2-minute postgres soak (seed 88235: n1
+// paused at 16 s, n2 killed at 45 s and partitioned at 75 s), in MiB, from
+// 60 s on. n3's RSS rose 39 MiB, a ratchet of its heap goal (5× the live
+// heap at GOGC 400), while its live heap rose 4 MiB: judged by its RSS the
+// run failed, judged by its live heap it passes.
+func TestRSSRatchetPasses(t *testing.T) {
+	cfg := DefaultConfig(2 * time.Minute)
+	cfg.Scale(0, 10*time.Second)
+	s := testSampler()
+	s.starts = map[string]map[int]float64{"n1": {1: -0.9}, "n2": {1: -0.8, 2: 47}, "n3": {1: -0.4}}
+	s.members = map[string]bool{"n1": false, "n2": false, "n3": false}
+	rows := []struct {
+		at        float64
+		rss, heap [3]float64
+	}{
+		{60, [3]float64{177.6, 97.9, 152.5}, [3]float64{23.3, 15.1, 22.6}},
+		{70, [3]float64{177.7, 114.6, 156.7}, [3]float64{25.4, 18.7, 24.6}},
+		{80, [3]float64{177.9, 130.6, 167.7}, [3]float64{25.4, 19.0, 24.6}},
+		{90, [3]float64{179.5, 141.0, 171.4}, [3]float64{26.4, 17.5, 24.5}},
+		{100, [3]float64{172.2, 141.1, 173.2}, [3]float64{23.3, 20.4, 23.4}},
+		{110, [3]float64{172.2, 148.3, 173.5}, [3]float64{26.4, 20.8, 30.0}},
+		{120, [3]float64{172.7, 150.9, 191.3}, [3]float64{27.4, 21.0, 26.9}},
+		{120.2, [3]float64{172.7, 151.0, 191.3}, [3]float64{27.4, 21.0, 26.9}},
+		{122.6, [3]float64{178.5, 151.3, 191.6}, [3]float64{26.5, 21.0, 26.9}},
+	}
+	for _, r := range rows {
+		for i, n := range []string{"n1", "n2", "n3"} {
+			inc := 1
+			if n == "n2" {
+				inc = 2
+			}
+			s.record(seriesRSS, n, r.at, r.rss[i]*(1<<20), inc)
+			s.record(seriesHeapLive, n, r.at, r.heap[i]*(1<<20), inc)
+		}
+		s.record(seriesPending, clusterWide, r.at, 100, 0)
+	}
+	s.loadEnd = 121
+	s.drained = &Drain{AtS: 125}
+	crep := &chaos.Report{OK: true, Dir: t.TempDir(), LoadStart: s.start, Check: chaos.CheckVerdict{OK: true}}
+	rep := build(cfg, crep, s, nil, nil)
+	if !rep.OK {
+		t.Fatalf("failed: %v", rep.Failures)
+	}
+	rule := Rule{From: 60, To: 120, Slack: 1, Rel: cfg.Rel, Floor: 32 << 20, MinPoints: 3, MinSpan: 15}
+	for _, ser := range rep.Series {
+		if ser.Process != "n3" {
+			continue
+		}
+		switch ser.Name {
+		case seriesRSS:
+			if ser.Unjudged == "" {
+				t.Fatal("a node's RSS is judged")
+			}
+			// Judged as the etcd members' RSS is, it would have failed.
+			if f := Judge(ser.Points, s.starts["n3"], rule); !f.Judged || f.OK {
+				t.Fatalf("n3's RSS judged: %+v", f)
+			}
+		case seriesHeapLive:
+			if f := ser.Fit; f == nil || !f.Judged || !f.OK || f.Growth > 6<<20 {
+				t.Fatalf("n3's live heap: %+v", f)
 			}
 		}
 	}

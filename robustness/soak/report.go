@@ -93,6 +93,9 @@ type spec struct {
 	bytes bool
 	// floor is the growth over the window always allowed.
 	floor float64
+	// memory is true for the memory series, judged only when the window
+	// starts after Config.MemoryFilled.
+	memory bool
 	// unjudged says why the series of a process (the cluster, an etcd
 	// member or a node) in a cluster with store is not judged, "" when it
 	// is.
@@ -134,7 +137,7 @@ const seriesDedupExcess = "dedup_entries_excess"
 const sweepFactor = 1.125
 
 var specs = []spec{
-	{seriesRSS, "resident memory (MiB)", "", true, 32 << 20, func(_ string, member bool, store string) string {
+	{seriesRSS, "resident memory (MiB)", "", true, 32 << 20, true, func(_ string, member bool, store string) string {
 		switch {
 		case !member:
 			return keeps
@@ -143,27 +146,27 @@ var specs = []spec{
 		}
 		return ""
 	}},
-	{seriesHeapLive, "Go live heap (MiB)", "", true, 8 << 20, judged},
-	{seriesGoroutines, "goroutines", "", false, 50, judged},
-	{seriesFDs, "open file descriptors", "", false, 16, judged},
-	{seriesActive, "active entities", "", false, 0, func(p string, _ bool, _ string) string {
+	{seriesHeapLive, "Go live heap (MiB)", "", true, 8 << 20, true, judged},
+	{seriesGoroutines, "goroutines", "", false, 50, false, judged},
+	{seriesFDs, "open file descriptors", "", false, 16, false, judged},
+	{seriesActive, "active entities", "", false, 0, false, func(p string, _ bool, _ string) string {
 		if p == clusterWide {
 			return "follows the load (one entity per recent transfer): its excess is judged"
 		}
 		return moves + "excess is judged"
 	}},
-	{seriesActiveExcess, "active entities", seriesActive, false, 200, judged},
-	{seriesDedup, "dedup entries in memory", "", false, 0, func(p string, _ bool, _ string) string {
+	{seriesActiveExcess, "active entities", seriesActive, false, 200, false, judged},
+	{seriesDedup, "dedup entries in memory", "", false, 0, false, func(p string, _ bool, _ string) string {
 		if p == clusterWide {
 			return "follows the load (one entry per transfer entity, a full window per account): its excess over the active entities is judged"
 		}
 		return moves + "excess over the active entities is judged"
 	}},
-	{seriesDedupExcess, "dedup entries in memory", seriesDedup, false, 2000, judged},
-	{seriesPending, "pending Forgets (transfer IDs held by accounts)", "", false, 50, judged},
-	{seriesEtcdKeys, "etcd keys (transfer records and journals excepted)", "", false, 50, judged},
-	{seriesTransfers, "transfer records in the store", "", false, 0, func(string, bool, string) string { return byDesign }},
-	{seriesEtcdDB, "etcd database file (MiB)", "", true, 32 << 20, func(_ string, _ bool, store string) string {
+	{seriesDedupExcess, "dedup entries in memory", seriesDedup, false, 2000, false, judged},
+	{seriesPending, "pending Forgets (transfer IDs held by accounts)", "", false, 50, false, judged},
+	{seriesEtcdKeys, "etcd keys (transfer records and journals excepted)", "", false, 50, false, judged},
+	{seriesTransfers, "transfer records in the store", "", false, 0, false, func(string, bool, string) string { return byDesign }},
+	{seriesEtcdDB, "etcd database file (MiB)", "", true, 32 << 20, false, func(_ string, _ bool, store string) string {
 		if store == "etcd" {
 			return "with the etcd store it " + byDesign
 		}
@@ -193,7 +196,8 @@ func ruleText(cfg Config) string {
 		"file (32 MiB); the cluster's dedup entries in memory beyond one per active entity (2000: each transfer entity holds "+
 		"one entry, each account a window that the load fills within seconds, so this excess is the accounts' windows and "+
 		"is flat however the load moves), pending Forgets (50) and etcd keys other "+
-		"than transfer records and the accounts' journals (50); and the cluster's active entities in excess of the accounts and of the "+
+		"than transfer records and the accounts' journals (50); the memory series only when the window starts %v or more "+
+		"into the load, as the memory fills until then; and the cluster's active entities in excess of the accounts and of the "+
 		"transfers submitted within the last %.3g idle timeouts (each transfer is an entity that passivates "+
 		"that long after its last message), whose growth may not exceed %.0f%% of the active entities nor 200 "+
 		"unless it ends within that limit (entities a fault took coming back). "+
@@ -201,7 +205,7 @@ func ruleText(cfg Config) string {
 		"Series that follow the transfer records and the accounts' events, which the bank keeps by design, are "+
 		"shown but not judged; so "+
 		"is the client latency.",
-		cfg.Drain, cfg.Window, cfg.Settle, cfg.Rel*100, sweepFactor, cfg.Rel*100)
+		cfg.Drain, cfg.Window, cfg.Settle, cfg.Rel*100, cfg.MemoryFilled, sweepFactor, cfg.Rel*100)
 }
 
 // build judges the samples of s, the chaos report crep and the history's
@@ -287,7 +291,12 @@ func build(cfg Config, crep *chaos.Report, s *sampler, lat []Bucket, calls []flo
 		if sp.bytes {
 			ser.Unit = "bytes"
 		}
-		if why := sp.unjudged(k.process, s.members[k.process], cfg.Chaos.Store); why != "" {
+		why := sp.unjudged(k.process, s.members[k.process], cfg.Chaos.Store)
+		if why == "" && sp.memory && rep.WindowS[0] < cfg.MemoryFilled.Seconds() {
+			why = fmt.Sprintf("the window starts %.0f s into the load, before the memory has filled (for about %v): "+
+				"memory is judged in soaks of %v or more", rep.WindowS[0], cfg.MemoryFilled, 2*cfg.MemoryFilled)
+		}
+		if why != "" {
 			ser.Unjudged = why
 			rep.Series = append(rep.Series, ser)
 			continue

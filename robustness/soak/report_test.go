@@ -94,13 +94,33 @@ func TestBuildPasses(t *testing.T) {
 			t.Errorf("%s of %s: neither judged nor explained: %+v", ser.Name, ser.Process, ser.Fit)
 		}
 	}
-	// The live heap and goroutines of n1 and n2, pending, the excess of
-	// active entities and the excess of dedup entries over them; not the
-	// nodes' RSS, the member's RSS nor the transfer records (they follow
+	// The goroutines of n1 and n2, pending, the excess of active entities
+	// and the excess of dedup entries over them; not the nodes' live heap
+	// (the window starts 2 minutes in, before the memory has filled), nor
+	// their RSS, the member's RSS nor the transfer records (they follow
 	// the kept records), nor the entities and dedup entries per node, nor
 	// the totals of active entities and dedup entries.
-	if judged != 7 || unjudged != 10 {
-		t.Fatalf("%d judged, %d not judged; want 7 and 10", judged, unjudged)
+	if judged != 5 || unjudged != 12 {
+		t.Fatalf("%d judged, %d not judged; want 5 and 12", judged, unjudged)
+	}
+	for _, ser := range rep.Series {
+		if ser.Name == seriesHeapLive && !strings.Contains(ser.Unjudged, "before the memory has filled") {
+			t.Fatalf("the live heap of %s: %q", ser.Process, ser.Unjudged)
+		}
+	}
+	// With the memory filled before the window, the live heaps are judged.
+	cfg.MemoryFilled = time.Minute
+	if rep = build(cfg, crep, s, nil, calls); !rep.OK {
+		t.Fatalf("a flat run failed: %v", rep.Failures)
+	}
+	judged = 0
+	for _, ser := range rep.Series {
+		if ser.Fit != nil && ser.Fit.Judged {
+			judged++
+		}
+	}
+	if judged != 7 {
+		t.Fatalf("%d judged with the memory filled, want 7", judged)
 	}
 	// The active entities grew with the load, well past 20%; their
 	// excess, and the dedup entries' excess over them, stayed flat.
@@ -154,9 +174,11 @@ func TestBuildFailsOnGrowthAndLeftovers(t *testing.T) {
 		t.Fatalf("dedup windows outgrowing their bound: ok=%v %v", rep.OK, rep.Failures)
 	}
 
-	// A live heap that gains 100 KiB a second on n1: 11.7 MiB over the
-	// window, more than 8 MiB and than 20% of its level (about 24 MiB).
+	// A live heap that gains 100 KiB a second on n1, once the memory has
+	// filled: 11.7 MiB over the window, more than 8 MiB and than 20% of
+	// its level (about 24 MiB).
 	cfg, crep, s, calls = fakeRun(t, 0, 0, 0)
+	cfg.MemoryFilled = 2 * time.Minute
 	k = seriesKey{seriesHeapLive, "n1"}
 	for i, p := range s.points[k] {
 		s.points[k][i].V = p.V + 100<<10*p.At
@@ -451,10 +473,12 @@ func TestDedupFollowingTheLoadPasses(t *testing.T) {
 // paused at 16 s, n2 killed at 45 s and partitioned at 75 s), in MiB, from
 // 60 s on. n3's RSS rose 39 MiB, a ratchet of its heap goal (5× the live
 // heap at GOGC 400), while its live heap rose 4 MiB: judged by its RSS the
-// run failed, judged by its live heap it passes.
+// run failed, judged by its live heap it passes. A 2-minute soak judges
+// neither, as the memory is still filling.
 func TestRSSRatchetPasses(t *testing.T) {
 	cfg := DefaultConfig(2 * time.Minute)
 	cfg.Scale(0, 10*time.Second)
+	cfg.MemoryFilled = 0 // judged as a longer soak would, after the memory filled
 	s := testSampler()
 	s.starts = map[string]map[int]float64{"n1": {1: -0.9}, "n2": {1: -0.8, 2: 47}, "n3": {1: -0.4}}
 	s.members = map[string]bool{"n1": false, "n2": false, "n3": false}
@@ -508,6 +532,13 @@ func TestRSSRatchetPasses(t *testing.T) {
 			if f := ser.Fit; f == nil || !f.Judged || !f.OK || f.Growth > 6<<20 {
 				t.Fatalf("n3's live heap: %+v", f)
 			}
+		}
+	}
+	cfg.MemoryFilled = DefaultConfig(2 * time.Minute).MemoryFilled
+	rep = build(cfg, crep, s, nil, nil)
+	for _, ser := range rep.Series {
+		if (ser.Name == seriesHeapLive || ser.Name == seriesRSS) && (ser.Fit != nil || ser.Unjudged == "") {
+			t.Fatalf("%s of %s judged in a 2-minute soak: %+v", ser.Name, ser.Process, ser.Fit)
 		}
 	}
 }

@@ -418,38 +418,17 @@ func TestChartSplitsNodesFromMembers(t *testing.T) {
 // transfer entities, past the total's limit, while its excess over the
 // active entities (the accounts' windows) stayed flat. The run passes.
 func TestDedupFollowingTheLoadPasses(t *testing.T) {
-	cfg := DefaultConfig(2 * time.Minute)
-	cfg.Scale(0, 10*time.Second)
-	s := testSampler()
-	s.starts = map[string]map[int]float64{"n1": {1: -5}, "n2": {1: -5}, "n3": {1: -5, 2: 78}}
-	s.members = map[string]bool{"n1": false, "n2": false, "n3": false}
-	rows := []struct {
-		at            float64
-		active, dedup [3]float64
-	}{
-		{60, [3]float64{2471, 1870, 1227}, [3]float64{6922, 5430, 5944}},
-		{70, [3]float64{3340, 2720, 3397}, [3]float64{7793, 6279, 8110}},
-		{80, [3]float64{3322, 2308, 89}, [3]float64{11600, 5861, 978}},
-		{90, [3]float64{3040, 2237, 1333}, [3]float64{7745, 5798, 5790}},
-		{100, [3]float64{3418, 2626, 3117}, [3]float64{7869, 6187, 7827}},
-		{110, [3]float64{4358, 3342, 4335}, [3]float64{8800, 6894, 9033}},
-		{120, [3]float64{4352, 3508, 4463}, [3]float64{8796, 7060, 9161}},
-	}
-	for _, r := range rows {
-		for i, n := range []string{"n1", "n2", "n3"} {
-			inc := 1
-			if n == "n3" && r.at >= 78 {
-				inc = 2
-			}
-			s.record(seriesActive, n, r.at, r.active[i], inc)
-			s.record(seriesDedup, n, r.at, r.dedup[i], inc)
-		}
-		s.record(seriesPending, clusterWide, r.at, 100, 0)
-	}
-	s.loadEnd = 121
-	s.drained = &Drain{AtS: 125}
-	crep := &chaos.Report{OK: true, Dir: t.TempDir(), LoadStart: s.start, Check: chaos.CheckVerdict{OK: true}}
-	rep := build(cfg, crep, s, nil, nil)
+	n3 := func(at float64) int { return 1 + b2i(at >= 78) }
+	cfg, rep := buildNodes(t, map[string]map[int]float64{"n1": {1: -5}, "n2": {1: -5}, "n3": {1: -5, 2: 78}},
+		[3]func(float64) int{nil, nil, n3}, []nodeReadings{
+			{60, map[string][3]float64{seriesActive: {2471, 1870, 1227}, seriesDedup: {6922, 5430, 5944}}},
+			{70, map[string][3]float64{seriesActive: {3340, 2720, 3397}, seriesDedup: {7793, 6279, 8110}}},
+			{80, map[string][3]float64{seriesActive: {3322, 2308, 89}, seriesDedup: {11600, 5861, 978}}},
+			{90, map[string][3]float64{seriesActive: {3040, 2237, 1333}, seriesDedup: {7745, 5798, 5790}}},
+			{100, map[string][3]float64{seriesActive: {3418, 2626, 3117}, seriesDedup: {7869, 6187, 7827}}},
+			{110, map[string][3]float64{seriesActive: {4358, 3342, 4335}, seriesDedup: {8800, 6894, 9033}}},
+			{120, map[string][3]float64{seriesActive: {4352, 3508, 4463}, seriesDedup: {8796, 7060, 9161}}},
+		}, nil)
 	if !rep.OK {
 		t.Fatalf("failed: %v", rep.Failures)
 	}
@@ -476,41 +455,28 @@ func TestDedupFollowingTheLoadPasses(t *testing.T) {
 // run failed, judged by its live heap it passes. A 2-minute soak judges
 // neither, as the memory is still filling.
 func TestRSSRatchetPasses(t *testing.T) {
-	cfg := DefaultConfig(2 * time.Minute)
-	cfg.Scale(0, 10*time.Second)
-	cfg.MemoryFilled = 0 // judged as a longer soak would, after the memory filled
-	s := testSampler()
-	s.starts = map[string]map[int]float64{"n1": {1: -0.9}, "n2": {1: -0.8, 2: 47}, "n3": {1: -0.4}}
-	s.members = map[string]bool{"n1": false, "n2": false, "n3": false}
-	rows := []struct {
-		at        float64
-		rss, heap [3]float64
-	}{
-		{60, [3]float64{177.6, 97.9, 152.5}, [3]float64{23.3, 15.1, 22.6}},
-		{70, [3]float64{177.7, 114.6, 156.7}, [3]float64{25.4, 18.7, 24.6}},
-		{80, [3]float64{177.9, 130.6, 167.7}, [3]float64{25.4, 19.0, 24.6}},
-		{90, [3]float64{179.5, 141.0, 171.4}, [3]float64{26.4, 17.5, 24.5}},
-		{100, [3]float64{172.2, 141.1, 173.2}, [3]float64{23.3, 20.4, 23.4}},
-		{110, [3]float64{172.2, 148.3, 173.5}, [3]float64{26.4, 20.8, 30.0}},
-		{120, [3]float64{172.7, 150.9, 191.3}, [3]float64{27.4, 21.0, 26.9}},
-		{120.2, [3]float64{172.7, 151.0, 191.3}, [3]float64{27.4, 21.0, 26.9}},
-		{122.6, [3]float64{178.5, 151.3, 191.6}, [3]float64{26.5, 21.0, 26.9}},
-	}
-	for _, r := range rows {
-		for i, n := range []string{"n1", "n2", "n3"} {
-			inc := 1
-			if n == "n2" {
-				inc = 2
-			}
-			s.record(seriesRSS, n, r.at, r.rss[i]*(1<<20), inc)
-			s.record(seriesHeapLive, n, r.at, r.heap[i]*(1<<20), inc)
+	starts := map[string]map[int]float64{"n1": {1: -0.9}, "n2": {1: -0.8, 2: 47}, "n3": {1: -0.4}}
+	n2 := func(float64) int { return 2 }
+	const mib = 1 << 20
+	mem := func(at float64, rss, heap [3]float64) nodeReadings {
+		for i := range 3 {
+			rss[i], heap[i] = rss[i]*mib, heap[i]*mib
 		}
-		s.record(seriesPending, clusterWide, r.at, 100, 0)
+		return nodeReadings{at, map[string][3]float64{seriesRSS: rss, seriesHeapLive: heap}}
 	}
-	s.loadEnd = 121
-	s.drained = &Drain{AtS: 125}
-	crep := &chaos.Report{OK: true, Dir: t.TempDir(), LoadStart: s.start, Check: chaos.CheckVerdict{OK: true}}
-	rep := build(cfg, crep, s, nil, nil)
+	rows := []nodeReadings{
+		mem(60, [3]float64{177.6, 97.9, 152.5}, [3]float64{23.3, 15.1, 22.6}),
+		mem(70, [3]float64{177.7, 114.6, 156.7}, [3]float64{25.4, 18.7, 24.6}),
+		mem(80, [3]float64{177.9, 130.6, 167.7}, [3]float64{25.4, 19.0, 24.6}),
+		mem(90, [3]float64{179.5, 141.0, 171.4}, [3]float64{26.4, 17.5, 24.5}),
+		mem(100, [3]float64{172.2, 141.1, 173.2}, [3]float64{23.3, 20.4, 23.4}),
+		mem(110, [3]float64{172.2, 148.3, 173.5}, [3]float64{26.4, 20.8, 30.0}),
+		mem(120, [3]float64{172.7, 150.9, 191.3}, [3]float64{27.4, 21.0, 26.9}),
+		mem(120.2, [3]float64{172.7, 151.0, 191.3}, [3]float64{27.4, 21.0, 26.9}),
+		mem(122.6, [3]float64{178.5, 151.3, 191.6}, [3]float64{26.5, 21.0, 26.9}),
+	}
+	// Judged as a longer soak would, after the memory filled.
+	cfg, rep := buildNodes(t, starts, [3]func(float64) int{nil, n2, nil}, rows, func(c *Config) { c.MemoryFilled = 0 })
 	if !rep.OK {
 		t.Fatalf("failed: %v", rep.Failures)
 	}
@@ -525,7 +491,7 @@ func TestRSSRatchetPasses(t *testing.T) {
 				t.Fatal("a node's RSS is judged")
 			}
 			// Judged as the etcd members' RSS is, it would have failed.
-			if f := Judge(ser.Points, s.starts["n3"], rule); !f.Judged || f.OK {
+			if f := Judge(ser.Points, starts["n3"], rule); !f.Judged || f.OK {
 				t.Fatalf("n3's RSS judged: %+v", f)
 			}
 		case seriesHeapLive:
@@ -534,11 +500,58 @@ func TestRSSRatchetPasses(t *testing.T) {
 			}
 		}
 	}
-	cfg.MemoryFilled = DefaultConfig(2 * time.Minute).MemoryFilled
-	rep = build(cfg, crep, s, nil, nil)
+	_, rep = buildNodes(t, starts, [3]func(float64) int{nil, n2, nil}, rows, nil)
 	for _, ser := range rep.Series {
 		if (ser.Name == seriesHeapLive || ser.Name == seriesRSS) && (ser.Fit != nil || ser.Unjudged == "") {
 			t.Fatalf("%s of %s judged in a 2-minute soak: %+v", ser.Name, ser.Process, ser.Fit)
 		}
 	}
+}
+
+// nodeReadings is one sample round of nodes n1, n2 and n3: each series'
+// reading per node.
+type nodeReadings struct {
+	at   float64
+	vals map[string][3]float64
+}
+
+// buildNodes judges the readings of a 2-minute soak of nodes n1, n2 and n3
+// (incarnations starting at starts; inc[i], when set, gives node i's
+// incarnation at a time, else 1) whose pending Forgets stayed at 100 and
+// drained after the load, and whose check passed. tune, when set, changes
+// the config first.
+func buildNodes(t *testing.T, starts map[string]map[int]float64, inc [3]func(float64) int, rows []nodeReadings,
+	tune func(*Config)) (Config, *Report) {
+	t.Helper()
+	cfg := DefaultConfig(2 * time.Minute)
+	cfg.Scale(0, 10*time.Second)
+	if tune != nil {
+		tune(&cfg)
+	}
+	s := testSampler()
+	s.starts = starts
+	s.members = map[string]bool{"n1": false, "n2": false, "n3": false}
+	for _, r := range rows {
+		for i, n := range []string{"n1", "n2", "n3"} {
+			in := 1
+			if inc[i] != nil {
+				in = inc[i](r.at)
+			}
+			for name, v := range r.vals {
+				s.record(name, n, r.at, v[i], in)
+			}
+		}
+		s.record(seriesPending, clusterWide, r.at, 100, 0)
+	}
+	s.loadEnd = 121
+	s.drained = &Drain{AtS: 125}
+	crep := &chaos.Report{OK: true, Dir: t.TempDir(), LoadStart: s.start, Check: chaos.CheckVerdict{OK: true}}
+	return cfg, build(cfg, crep, s, nil, nil)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

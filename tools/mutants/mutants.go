@@ -1242,4 +1242,20 @@ var mutants = []Mutant{
 		Repl:  `	case false:`,
 		Pkgs:  []string{"./cluster"},
 	},
+	{
+		Name:  "soak/memory-before-filled",
+		Guard: "soak: memory is not judged in a window that starts before it has filled",
+		File:  "robustness/soak/report.go",
+		Orig:  `if why == "" && sp.memory && rep.WindowS[0] < cfg.MemoryFilled.Seconds() {`,
+		Repl:  `if false {`,
+		Pkgs:  []string{"./robustness/soak"},
+	},
+	{
+		Name:  "soak/node-rss-judged",
+		Guard: "soak: a node's memory is judged by its live heap, not by its RSS (a ratchet of its heap goal)",
+		File:  "robustness/soak/report.go",
+		Orig:  `			return keeps`,
+		Repl:  `			return ""`,
+		Pkgs:  []string{"./robustness/soak"},
+	},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ordo-actors/ordo/internal/configerr"
@@ -176,21 +177,37 @@ func ValidateKey(kind, id string) error {
 	return validName("id", id, MaxIDLen)
 }
 
+// validName checks a kind or ID in one pass over its ASCII prefix (every
+// call validates the target's kind and ID; most are ASCII), the rest with
+// utf8.ValidString.
 func validName(what, s string, max int) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
 	case len(s) > max:
 		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalid, what, len(s), max)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
 	}
 	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalid, what)
+		switch c := s[i]; {
+		case c == 0:
+			return badName(what, s)
+		case c >= utf8.RuneSelf:
+			if !utf8.ValidString(s[i:]) || strings.IndexByte(s[i:], 0) >= 0 {
+				return badName(what, s)
+			}
+			return nil
 		}
 	}
 	return nil
+}
+
+// badName says why s, which is not empty nor too long, is invalid: not
+// UTF-8, or holding a NUL byte.
+func badName(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+	}
+	return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalid, what)
 }
 
 // ValidateEpoch checks that epoch is positive.

@@ -135,3 +135,43 @@ func TestDeleteBound(t *testing.T) {
 		}
 	}
 }
+
+// ValidateKey says why a name is invalid, whatever the name's bytes
+// before the fault: an invalid UTF-8 sequence is named as such even when
+// a NUL byte comes first.
+func TestValidateKeyReasons(t *testing.T) {
+	for id, want := range map[string]string{
+		"": "empty id",
+		strings.Repeat("a", persistence.MaxIDLen+1): "id is",
+		"a\x00":      "NUL byte",
+		"é\x00":      "NUL byte",
+		"a\x00é":     "NUL byte",
+		"a\xff":      "not valid UTF-8",
+		"a\x00\xff":  "not valid UTF-8",
+		"é\xff\x00":  "not valid UTF-8",
+		"accounts-é": "",
+		"plain-1":    "",
+	} {
+		err := persistence.ValidateKey("k", id)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("ValidateKey(k, %q) = %v", id, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, persistence.ErrInvalid)):
+			t.Errorf("ValidateKey(k, %q) = %v, want %q", id, err, want)
+		}
+	}
+}
+
+// BenchmarkValidateKey validates a kind and ID as every call's target is:
+// ASCII, and with a non-ASCII ID.
+func BenchmarkValidateKey(b *testing.B) {
+	for _, id := range []string{"acct-000042", "konto-müller-42"} {
+		b.Run(fmt.Sprintf("%d-bytes", len(id)), func(b *testing.B) {
+			for b.Loop() {
+				if persistence.ValidateKey("account", id) != nil {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}

@@ -68,10 +68,12 @@
 //
 //   - Passivation. An entity idle for HostConfig.IdleTimeout stops, after
 //     its writes are durable; above HostConfig.MaxActive active entities
-//     the least recently used are passivated first. An OnPassivate hook
-//     runs first, on passivation and on a graceful release of the shard,
-//     and its writes are durable before the entity stops; it does not run
-//     when the shard is dropped or lost (the entity may no longer write).
+//     the least recently used are passivated first; an entity that is
+//     done for now (a settled saga) may ask to go as soon as it is quiet
+//     (Context.Passivate). An OnPassivate hook runs first, on passivation
+//     and on a graceful release of the shard, and its writes are durable
+//     before the entity stops; it does not run when the shard is dropped
+//     or lost (the entity may no longer write).
 //
 //   - Deferred replies. A write handler may Defer its reply under a key; a
 //     later handler, hook or continuation Resolves the key. The answer is

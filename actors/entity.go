@@ -61,8 +61,10 @@ type entity struct {
 	dirty       bool // the dedup window or fences changed since the last write
 	reading     bool // a read handler runs (it may not change reminders)
 	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
-	hookRan     bool // OnPassivate ran; nothing else runs in this activation
-	stopping    bool // Stop was requested
+	// passivateAsked: a run asked to passivate once quiet (Context.Passivate)
+	passivateAsked bool
+	hookRan        bool // OnPassivate ran; nothing else runs in this activation
+	stopping       bool // Stop was requested
 	// wantBehind: the current run asked to write behind
 	// (Context.WriteBehind). behindRuns: runs that wrote behind and left
 	// changes (state, events, reminders, dedup entries) that the next
@@ -236,19 +238,9 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *timerFired:
 		e.handleTimer(m)
 	case *passivateReq:
-		if e.passivating {
-			return
-		}
-		if !e.quiescent() {
+		if !e.passivating && !e.passivate() {
 			e.h.keep(e.en)
-			return
 		}
-		if !e.h.beginPassivate(e.en) {
-			return
-		}
-		e.passivating = true
-		e.farewell()
-		e.maybeStop()
 	case *drainReq:
 		e.drain = m
 		e.farewell()
@@ -272,6 +264,29 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.countRecent()
 		e.h.actorStopped(e.en)
 	}
+	e.passivateIfAsked()
+}
+
+// passivateIfAsked begins the passivation a run asked for
+// (Context.Passivate) once the entity is quiet.
+func (e *entity) passivateIfAsked() {
+	if e.passivateAsked && !e.passivating && !e.stopping && e.drain == nil {
+		e.passivate()
+	}
+}
+
+// passivate begins the entity's passivation if it is quiet and no call is
+// on its way to it, and reports whether it did: from then on the host
+// parks the entity's calls, and the entity stops once its writes are
+// durable.
+func (e *entity) passivate() bool {
+	if !e.quiescent() || !e.h.beginPassivate(e.en) {
+		return false
+	}
+	e.passivating = true
+	e.farewell()
+	e.maybeStop()
+	return true
 }
 
 // countRecent adds the change of the entity's dedup window since the last
@@ -1280,7 +1295,8 @@ func (e *entity) learnDurable() {
 
 // listen tells the batcher the lowest write whose durability the entity
 // waits to hear of: that of the oldest held message, or, while it is
-// passivating or draining, its last write. The batcher tells it of no
+// passivating, draining or asked to passivate, its last write. The
+// batcher tells it of no
 // other (a reply it releases itself); what the entity learns late it takes
 // in at its next message (learnDurable). A write made durable while the
 // entity was telling is taken in now: the batcher, which advances
@@ -1292,7 +1308,7 @@ func (e *entity) listen() {
 		case !e.loaded || e.stopping:
 		case len(e.held) > 0:
 			want = e.held[0].dep
-		case e.seq != e.durable && (e.passivating || e.drain != nil):
+		case e.seq != e.durable && (e.passivating || e.drain != nil || e.passivateAsked):
 			want = e.seq
 		}
 		if e.en.listen.Load() != want {
@@ -1302,6 +1318,7 @@ func (e *entity) listen() {
 			return
 		}
 		e.learnDurable()
+		e.passivateIfAsked()
 	}
 }
 

@@ -426,6 +426,18 @@ func (c *Context[S]) WriteBehind() {
 	}
 }
 
+// Passivate asks the runtime to passivate the entity as soon as it is
+// quiet: its writes durable, its held replies and messages gone, no reply
+// deferred and no message it sent waiting for an answer. Use it when the
+// entity is done for now, such as a saga that has settled, so that a node
+// does not keep it in memory for HostConfig.IdleTimeout. The request stands
+// whatever the run's outcome and until the entity passivates, whatever
+// arrives meanwhile: a message that arrives after that activates the entity
+// again, from its durable record. Passivation is the usual one (the
+// OnPassivate hook runs first); timers (After) die with the activation.
+// It may be called from any handler, hook or continuation.
+func (c *Context[S]) Passivate() { c.ent.passivateAsked = true }
+
 // Send sends msg to the entity ref without waiting for a reply. The
 // message leaves only once the state the handler wrote is durable; to a
 // co-located entity (same shard) it leaves at once, unencoded, and the

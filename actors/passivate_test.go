@@ -188,3 +188,105 @@ func TestOnPassivateDeclaredOnce(t *testing.T) {
 		actors.OnPassivate(func(*ctxC) {}), actors.OnPassivate(func(*ctxC) {}))
 	require.Error(t, err)
 }
+
+// quitterKind asks to passivate from every write: Add resolves the
+// deferred Echoes and answers; Echo defers its reply; Get reads.
+func quitterKind() *actors.KindOf[*testpb.Counter] {
+	return actors.MustKind("quitter", func() *testpb.Counter { return new(testpb.Counter) },
+		actors.On(func(c *ctxC, m *testpb.Add) (*testpb.Value, error) {
+			c.State.Value += m.Delta
+			c.Resolve("open", &testpb.Value{Value: c.State.Value}, nil)
+			c.Passivate()
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+		actors.On(func(c *ctxC, _ *testpb.Echo) (*testpb.Value, error) {
+			c.Defer("open")
+			c.Passivate()
+			return nil, nil
+		}),
+		actors.OnRead(func(c *ctxC, _ *testpb.Get) (*testpb.Value, error) {
+			return &testpb.Value{Value: c.State.Value}, nil
+		}),
+	)
+}
+
+func startQuitter(t *testing.T) (*actors.Host, *memory.Store) {
+	t.Helper()
+	store := memory.New()
+	cfg := actors.DefaultLocalConfig()
+	cfg.Shards = 4
+	cfg.IdleTimeout = time.Hour // only Passivate passivates
+	host := startHost(t, cfg, actors.HostDeps{Store: store}, quitterKind())
+	ownAll(t, host, cfg.Shards)
+	return host, store
+}
+
+func waitPassivations(t *testing.T, host *actors.Host, n uint64) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if st := host.Stats(); st.Passivations != n || st.Active != 0 {
+			return fmt.Errorf("%d passivations, %d active; want %d, 0", st.Passivations, st.Active, n)
+		}
+		return nil
+	})
+}
+
+// An entity that asked to passivate stays until its write is durable and
+// then stops without another message to it; its next call activates it
+// again from that write.
+func TestPassivateAfterTheWriteIsDurable(t *testing.T) {
+	host, store := startQuitter(t)
+	ctx := testCtx(t)
+	r := actors.Ref{Kind: "quitter", ID: "q1"}
+
+	release := store.BlockSaves()
+	defer release()
+	env, err := actors.Envelope(r, &testpb.Add{Delta: 4}, "add-1")
+	require.NoError(t, err)
+	replies := make(chan *ordopb.Reply, 1)
+	host.Submit(env, func(rep *ordopb.Reply) { replies <- rep })
+	requireNoReply(t, replies, "an answer whose write is held")
+	st := host.Stats()
+	require.Zero(t, st.Passivations, "passivated with its write in flight")
+	require.EqualValues(t, 1, st.Active)
+
+	release()
+	v, err := actors.DecodeReply[*testpb.Value](recv(t, replies))
+	require.NoError(t, err)
+	require.EqualValues(t, 4, v.Value)
+	waitPassivations(t, host, 1)
+	require.EqualValues(t, 4, storedValue(t, store, "quitter", "q1"))
+
+	activations := host.Stats().Activations
+	got, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Get{})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, got.Value)
+	require.Equal(t, activations+1, host.Stats().Activations)
+}
+
+// A deferred reply keeps the entity active, whatever else it handles,
+// until it is resolved; then the entity passivates.
+func TestPassivateWaitsForDeferredReplies(t *testing.T) {
+	host, _ := startQuitter(t)
+	ctx := testCtx(t)
+	r := actors.Ref{Kind: "quitter", ID: "q2"}
+
+	env, err := actors.Envelope(r, &testpb.Echo{}, "echo-1")
+	require.NoError(t, err)
+	echo := make(chan *ordopb.Reply, 1)
+	host.Submit(env, func(rep *ordopb.Reply) { echo <- rep })
+	got, err := actors.Call[*testpb.Value](ctx, host, r, &testpb.Get{})
+	require.NoError(t, err)
+	require.Zero(t, got.Value)
+	requireNoReply(t, echo, "a deferred reply nothing resolved")
+	st := host.Stats()
+	require.Zero(t, st.Passivations, "passivated with a deferred reply pending")
+	require.EqualValues(t, 1, st.Active)
+
+	_, err = actors.Call[*testpb.Value](ctx, host, r, &testpb.Add{Delta: 3})
+	require.NoError(t, err)
+	v, err := actors.DecodeReply[*testpb.Value](recv(t, echo))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v.Value)
+	waitPassivations(t, host, 1)
+}

@@ -802,6 +802,22 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/passivate-listens",
+		Guard: "liveness: an entity that asked to passivate hears of its last write's durability, and stops, without another message",
+		File:  "actors/entity.go",
+		Orig:  `(e.passivating || e.drain != nil || e.passivateAsked)`,
+		Repl:  `(e.passivating || e.drain != nil)`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
+		Name:  "actors/passivate-when-not-quiet",
+		Guard: "a reply deferred or held, or a write in flight, keeps an entity that asked to passivate active until they are done",
+		File:  "actors/entity.go",
+		Orig:  `	if !e.quiescent() || !e.h.beginPassivate(e.en) {`,
+		Repl:  `	if !e.h.beginPassivate(e.en) {`,
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "actors/reminder-request-id",
 		Guard: "S7: a firing's request ID is its reminder's name and due time (at most once per due time)",
 		File:  "actors/reminder.go",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/bankpb"
 	"github.com/stretchr/testify/require"
@@ -111,6 +112,46 @@ func TestTransferOutcomes(t *testing.T) {
 	requireCode(t, err, ledger.CodeUnknownAccount)
 	_, err = bankpb.NewTransferServiceClient(h).GetTransfer(ctx, ledger.TransferID("a", "never"), &bankpb.GetTransfer{})
 	requireCode(t, err, ledger.CodeUnknownTransfer)
+}
+
+// A settled transfer does not stay in memory: its saga passivates once
+// its outcome is durable (completed, rejected or compensated), leaving the
+// accounts active, and a resubmission activates it again with the same
+// outcome.
+func TestSettledTransfersPassivate(t *testing.T) {
+	h := newHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open(t, h, "a", 100)
+	open(t, h, "b", 0)
+	for _, c := range []struct {
+		id, to string
+		amount int64
+		status bankpb.TransferStatus
+	}{
+		{"p1", "b", 30, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED},
+		{"p2", "b", 1000, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED},
+		{"p3", "nobody", 10, bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED},
+	} {
+		st, err := ledger.SubmitAndWait(ctx, h, c.id, "a", c.to, c.amount)
+		require.NoError(t, err)
+		require.Equal(t, c.status, st.Status, c.id)
+	}
+	// The accounts a, b and nobody (activated by the credit it refused)
+	// stay; the three sagas go, with no message and no idle timeout.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if st := h.Stats(); st.Active != 3 || st.Passivations != 3 {
+			return fmt.Errorf("%d active, %d passivated; want 3 and 3", st.Active, st.Passivations)
+		}
+		return nil
+	})
+	activations := h.Stats().Activations
+	st, err := ledger.SubmitAndWait(ctx, h, "p1", "a", "b", 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, st.Status)
+	require.Equal(t, activations+1, h.Stats().Activations, "the resubmission did not activate the saga again")
+	require.EqualValues(t, 70, balance(t, h, "a"))
+	require.EqualValues(t, 30, balance(t, h, "b"))
 }
 
 // The kind names are part of every stored entity's key, and a transfer's

@@ -66,6 +66,7 @@ func (transfers) SubmitTransfer(c *transferCtx, m *bankpb.SubmitTransfer) (*bank
 			return nil, actors.HandlerError(CodeConflict, "transfer %s was submitted with other parameters", transferID(c))
 		}
 		if Terminal(t.Status) {
+			c.Passivate()
 			return state(t), nil
 		}
 		c.Defer(outcome)
@@ -250,6 +251,9 @@ func (transfers) Settle(c *transferCtx, _ *bankpb.Settle) (*bankpb.TransferState
 	if c.State.Status == completed || c.State.Status == compensated {
 		forget(c)
 	}
+	if Terminal(c.State.Status) {
+		c.Passivate()
+	}
 	return state(c.State), nil
 }
 
@@ -288,9 +292,12 @@ func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
 	finish(c, compensated, c.State.Error)
 }
 
-// finish records the outcome, answers every waiting Submit, and tells the
+// finish records the outcome, answers every waiting Submit, tells the
 // accounts to forget the transfer (sent once the outcome is durable, so no
-// step of it is resent after).
+// step of it is resent after), and lets the saga go: it passivates once
+// the outcome is durable and the forgets have left (Context.Passivate),
+// instead of staying in memory for the host's IdleTimeout. A late
+// resubmission or Settle activates it again from its record.
 //
 // A completed or compensated transfer is answered at once (ResolveNow):
 // its last step's acknowledgement is durable, and until the outcome's
@@ -301,6 +308,7 @@ func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
 // for its write: replayed, the debit could succeed.
 func finish(c *transferCtx, status bankpb.TransferStatus, code string) {
 	c.State.Status, c.State.Error = status, code
+	c.Passivate()
 	if status == rejected {
 		c.Resolve(outcome, state(c.State), nil)
 		return // the debit was refused: no account holds the transfer

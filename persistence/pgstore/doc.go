@@ -5,8 +5,10 @@
 //
 // Open creates, in Config.Schema, four tables and records the schema
 // version (upgrading version 1, which had no journal, version 2, which had
-// no reminder index, version 3, which kept one event per row, and version
-// 4, which kept no journal's end on its entity's row); it is
+// no reminder index, version 3, which kept one event per row, version 4,
+// which kept no journal's end on its entity's row, and version 5, whose
+// entities table filled its pages: the upgrade sets the fillfactor, which
+// pages written from then on follow); it is
 // idempotent, and concurrent Opens are serialised by a transaction-scoped
 // advisory lock. A database whose schema version is newer than this code's
 // SchemaVersion is refused with ErrSchemaTooNew: upgrade every process
@@ -19,7 +21,8 @@
 //	fences   (shard bigint primary key, epoch bigint > 0, jpos bigint)
 //	entities (kind text, id text, shard bigint, epoch bigint, data bytea,
 //	          due bigint, jend bigint, primary key (kind, id),
-//	          partial index entities_due (shard, due) where due > 0)
+//	          partial index entities_due (shard, due) where due > 0;
+//	          fillfactor 75, so that updates stay on their row's page)
 //	events   (kind text, id text, seq bigint, shard bigint, pos bigint,
 //	          data bytea, n integer, skip integer,
 //	          primary key (kind, id, seq),

@@ -619,3 +619,50 @@ func openFenced(t *testing.T, n uint32) (url, schema string, s *pgstore.Store) {
 	}
 	return url, schema, s
 }
+
+// A record's new version stays on its row's page (a heap-only update, with
+// no new index entry) even when the records were written one after
+// another onto full pages: inserts leave room on every page of entities.
+func TestUpdatesStayOnTheirPage(t *testing.T) {
+	url, schema, s := openFenced(t, 1)
+	ctx := t.Context()
+	rec := func(i, v int) persistence.Record {
+		return persistence.Record{Kind: "k", ID: fmt.Sprintf("r%03d", i), Shard: 1, Epoch: 1,
+			Data: []byte(strings.Repeat(fmt.Sprint(v), 150))}
+	}
+	// One record per Save, so that the rows are inserted in order, until
+	// they fill the first page and begin a second.
+	page := func(id string) int {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		var p int
+		q := "SELECT (ctid::text::point)[0]::int FROM " + pgx.Identifier{schema, "entities"}.Sanitize() + " WHERE kind = 'k' AND id = $1"
+		if err := conn.QueryRow(ctx, q, id).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n := 0
+	for ; n < 200; n++ {
+		if out, err := s.Save(ctx, []persistence.Record{rec(n, 1)}); err != nil || out[1] != nil {
+			t.Fatalf("Save %d: %v, %v", n, out, err)
+		}
+		if page(rec(n, 1).ID) > 0 {
+			break
+		}
+	}
+	if n < 2 || n == 200 {
+		t.Fatalf("%d records filled the first page", n)
+	}
+	for i := range n {
+		if out, err := s.Save(ctx, []persistence.Record{rec(i, 2)}); err != nil || out[1] != nil {
+			t.Fatalf("update %d: %v, %v", i, out, err)
+		}
+		if p := page(rec(i, 2).ID); p != 0 {
+			t.Fatalf("update %d of the %d records of the first page moved its row to page %d", i, n, p)
+		}
+	}
+}

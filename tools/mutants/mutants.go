@@ -818,6 +818,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "pgstore/entities-fill-pages",
+		Guard: "performance: inserts leave room on the entities' pages, so that a record's updates stay on its page (HOT)",
+		File:  "persistence/pgstore/pgstore.go",
+		Orig:  `const entityFill = 75`,
+		Repl:  `const entityFill = 100`,
+		Pkgs:  []string{"./persistence/pgstore"},
+	},
+	{
 		Name:  "actors/reminder-request-id",
 		Guard: "S7: a firing's request ID is its reminder's name and due time (at most once per due time)",
 		File:  "actors/reminder.go",

@@ -264,7 +264,12 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.countRecent()
 		e.h.actorStopped(e.en)
 	}
-	e.passivateIfAsked()
+	switch ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+		// Not while the actor starts, or stops for another reason.
+	default:
+		e.passivateIfAsked()
+	}
 }
 
 // passivateIfAsked begins the passivation a run asked for

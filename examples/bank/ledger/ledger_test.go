@@ -124,19 +124,7 @@ func TestSettledTransfersPassivate(t *testing.T) {
 	defer cancel()
 	open(t, h, "a", 100)
 	open(t, h, "b", 0)
-	for _, c := range []struct {
-		id, to string
-		amount int64
-		status bankpb.TransferStatus
-	}{
-		{"p1", "b", 30, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED},
-		{"p2", "b", 1000, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED},
-		{"p3", "nobody", 10, bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED},
-	} {
-		st, err := ledger.SubmitAndWait(ctx, h, c.id, "a", c.to, c.amount)
-		require.NoError(t, err)
-		require.Equal(t, c.status, st.Status, c.id)
-	}
+	submitEachOutcome(ctx, t, h, "p")
 	// The accounts a, b and nobody (activated by the credit it refused)
 	// stay; the three sagas go, with no message and no idle timeout.
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
@@ -152,6 +140,27 @@ func TestSettledTransfersPassivate(t *testing.T) {
 	require.Equal(t, activations+1, h.Stats().Activations, "the resubmission did not activate the saga again")
 	require.EqualValues(t, 70, balance(t, h, "a"))
 	require.EqualValues(t, 30, balance(t, h, "b"))
+}
+
+// submitEachOutcome submits, from account a (100 or more), a transfer of
+// each outcome under the IDs prefix1 to prefix3: completed (30 to b),
+// rejected (1000 to b) and compensated (10 to the unknown account nobody).
+func submitEachOutcome(ctx context.Context, t *testing.T, h *actors.Host, prefix string) {
+	t.Helper()
+	for i, c := range []struct {
+		to     string
+		amount int64
+		status bankpb.TransferStatus
+	}{
+		{"b", 30, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED},
+		{"b", 1000, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED},
+		{"nobody", 10, bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED},
+	} {
+		id := fmt.Sprintf("%s%d", prefix, i+1)
+		st, err := ledger.SubmitAndWait(ctx, h, id, "a", c.to, c.amount)
+		require.NoError(t, err)
+		require.Equal(t, c.status, st.Status, id)
+	}
 }
 
 // The kind names are part of every stored entity's key, and a transfer's

@@ -55,19 +55,7 @@ func testStatements(t *testing.T, store persistence.Journal) {
 	open(t, h, "a", 100)
 	open(t, h, "b", 0)
 	open(t, h, "a", 100) // again: no event
-	for _, c := range []struct {
-		id, to string
-		amount int64
-		status bankpb.TransferStatus
-	}{
-		{"t1", "b", 30, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED},
-		{"t2", "b", 1000, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED},
-		{"t3", "nobody", 10, bankpb.TransferStatus_TRANSFER_STATUS_COMPENSATED},
-	} {
-		st, err := ledger.SubmitAndWait(ctx, h, c.id, "a", c.to, c.amount)
-		require.NoError(t, err)
-		require.Equal(t, c.status, st.Status, c.id)
-	}
+	submitEachOutcome(ctx, t, h, "t")
 	accounts := bankpb.NewAccountServiceClient(h)
 	_, err = accounts.Deposit(ctx, "a", &bankpb.Deposit{Amount: 5})
 	require.NoError(t, err)

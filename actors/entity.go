@@ -255,6 +255,7 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *releaseWaiters:
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s is moving", e.en.ref))
 	case *actor.Stopping:
+		e.stopping = true // for whatever reason: nothing begins now (passivateIfAsked)
 		e.stopTimers()
 		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref))
 		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref))
@@ -264,12 +265,7 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.countRecent()
 		e.h.actorStopped(e.en)
 	}
-	switch ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped:
-		// Not while the actor starts, or stops for another reason.
-	default:
-		e.passivateIfAsked()
-	}
+	e.passivateIfAsked()
 }
 
 // passivateIfAsked begins the passivation a run asked for
@@ -1301,11 +1297,11 @@ func (e *entity) learnDurable() {
 // listen tells the batcher the lowest write whose durability the entity
 // waits to hear of: that of the oldest held message, or, while it is
 // passivating, draining or asked to passivate, its last write. The
-// batcher tells it of no
-// other (a reply it releases itself); what the entity learns late it takes
-// in at its next message (learnDurable). A write made durable while the
-// entity was telling is taken in now: the batcher, which advances
-// entry.durable before it reads entry.listen, may not have seen it.
+// batcher tells it of no other (a reply it releases itself); what the
+// entity learns late it takes in at its next message (learnDurable). A
+// write made durable while the entity was telling is taken in now: the
+// batcher, which advances entry.durable before it reads entry.listen, may
+// not have seen it.
 func (e *entity) listen() {
 	for {
 		var want uint64

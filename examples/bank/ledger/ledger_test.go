@@ -37,6 +37,18 @@ func newHost(t *testing.T) *actors.Host {
 	return h
 }
 
+// hostWithAB returns a host with accounts a (100) and b (0) open, and a
+// context for the test's calls, ended 30 s on or with the test.
+func hostWithAB(t *testing.T) (*actors.Host, context.Context) {
+	t.Helper()
+	h := newHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	open(t, h, "a", 100)
+	open(t, h, "b", 0)
+	return h, ctx
+}
+
 func open(t *testing.T, h *actors.Host, id string, initial int64) {
 	t.Helper()
 	_, err := bankpb.NewAccountServiceClient(h).Open(context.Background(), id, &bankpb.Open{Initial: initial})
@@ -51,11 +63,7 @@ func balance(t *testing.T, h *actors.Host, id string) int64 {
 }
 
 func TestTransferOutcomes(t *testing.T) {
-	h := newHost(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	open(t, h, "a", 100)
-	open(t, h, "b", 0)
+	h, ctx := hostWithAB(t)
 
 	st, err := ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 30)
 	require.NoError(t, err)
@@ -119,11 +127,7 @@ func TestTransferOutcomes(t *testing.T) {
 // accounts active, and a resubmission activates it again with the same
 // outcome.
 func TestSettledTransfersPassivate(t *testing.T) {
-	h := newHost(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	open(t, h, "a", 100)
-	open(t, h, "b", 0)
+	h, ctx := hostWithAB(t)
 	submitEachOutcome(ctx, t, h, "p")
 	// The accounts a, b and nobody (activated by the credit it refused)
 	// stay; the three sagas go, with no message and no idle timeout.

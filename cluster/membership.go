@@ -46,7 +46,8 @@ type member struct {
 //
 // Locks: keyMu and mu are never held together. memberlist calls the
 // delegate methods with its own lock held, and they take mu: mu is never
-// held while calling memberlist (keyMu only around the keyring's methods).
+// held while calling memberlist (keyMu only around the keyring's methods,
+// updateMu only around UpdateNode).
 type membership struct {
 	ml      *memberlist.Memberlist
 	changed chan struct{} // receives (coalesced) after any membership event
@@ -57,6 +58,11 @@ type membership struct {
 	gossipInterval time.Duration
 
 	keyMu sync.Mutex // serialises keyring changes
+	// updateMu serialises Memberlist.UpdateNode: it reads the local
+	// node's address outside memberlist's lock, which another UpdateNode
+	// writes under it (a race the detector reports when the placement
+	// agent's new lease and the live loop gossip at once).
+	updateMu sync.Mutex
 
 	mu        sync.Mutex
 	meta      nodeMeta
@@ -177,7 +183,9 @@ func (m *membership) setLease(lease int64) {
 	m.meta.Lease = lease
 	m.mu.Unlock()
 	if !same {
+		m.updateMu.Lock()
 		_ = m.ml.UpdateNode(m.gossipInterval) // a timeout leaves the update queued
+		m.updateMu.Unlock()
 	}
 }
 

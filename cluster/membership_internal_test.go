@@ -3,7 +3,9 @@ package cluster
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +114,31 @@ func TestAuditWarnsOnceAndForgets(t *testing.T) {
 	m.audit("n1", nil, t0.Add(forgetDeadAfter+time.Second))
 	require.NotContains(t, m.members, "gone")
 	require.Contains(t, m.members, "x")
+}
+
+// Leases gossiped at once (the placement agent's new lease and the live
+// loop's) do not race: memberlist's UpdateNode reads the local node's
+// address outside its lock, which a concurrent UpdateNode writes.
+func TestConcurrentLeaseUpdates(t *testing.T) {
+	cfg := Config{Gossip: "local", GossipAddr: "127.0.0.1:0"}
+	m, err := startMembership(cfg, nodeMeta{ID: "n1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.kill()
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			for i := range 50 {
+				m.setLease(int64(2*i + g + 1))
+			}
+		})
+	}
+	wg.Wait()
+	m.mu.Lock()
+	lease := m.meta.Lease
+	m.mu.Unlock()
+	if lease < 1 || lease > 100 {
+		t.Fatalf("lease %d after the updates", lease)
+	}
 }

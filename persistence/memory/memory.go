@@ -223,13 +223,27 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	return outcome, nil
 }
 
+// reuse returns a copy of data in buf, a stored record's data, which the
+// store owns alone (Load and LoadMany return copies): a record rewritten
+// again and again keeps one buffer, grown as append grows it. A buffer
+// more than four times the size needed is let go.
+func reuse(buf, data []byte) []byte {
+	if len(data) == 0 {
+		return bytes.Clone(data) // nil stays nil, empty stays empty
+	}
+	if cap(buf) > 4*len(data)+256 {
+		buf = nil
+	}
+	return append(buf[:0], data...)
+}
+
 // apply writes r, whose group has passed every check. s.mu is held.
 func (s *Store) apply(r *persistence.Record) {
 	k := key{r.Kind, r.ID}
 	stored := *r
-	stored.Data = bytes.Clone(r.Data)
-	stored.Events, stored.DeleteEventsBefore, stored.PrevDue, stored.Create = nil, 0, 0, false
 	old, replaced := s.records[k]
+	stored.Data = reuse(old.Data, r.Data)
+	stored.Events, stored.DeleteEventsBefore, stored.PrevDue, stored.Create = nil, 0, 0, false
 	s.index(old, replaced, stored)
 	s.records[k] = stored
 	j := s.journals[k]

@@ -1,8 +1,10 @@
 package memory_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -202,5 +204,55 @@ func TestLimitSavesCountsEvents(t *testing.T) {
 	}
 	if last, err := s.LastSeq(t.Context(), "k", "a"); err != nil || last != 2 {
 		t.Fatalf("LastSeq = %d, %v", last, err)
+	}
+}
+
+// A record rewritten at about the same size keeps its buffer: the store
+// copies the caller's data into it rather than into a new one, and what
+// Load returned earlier does not change.
+func TestRewriteKeepsItsBuffer(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	const size, rewrites = 64 << 10, 64
+	data := bytes.Repeat([]byte{'a'}, size)
+	save := func() {
+		t.Helper()
+		out, err := s.Save(t.Context(), []persistence.Record{{Kind: "k", ID: "big", Shard: 1, Epoch: 1, Data: data}})
+		if err != nil || out[1] != nil {
+			t.Fatal(err, out[1])
+		}
+	}
+	save()
+	first, err := s.Load(t.Context(), "k", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range rewrites {
+		data[0] = byte('b' + i%20) // the caller reuses its buffer, as the batcher does
+		save()
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= size*rewrites/4 {
+		t.Fatalf("%d rewrites of a %d-byte record allocated %d bytes: the data is copied anew", rewrites, size, got)
+	}
+	if first.Data[0] != 'a' {
+		t.Fatalf("a loaded record changed when its record was rewritten: %q", first.Data[:1])
+	}
+	last, err := s.Load(t.Context(), "k", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] = 'z'
+	if want := byte('b' + (rewrites-1)%20); last.Data[0] != want || len(last.Data) != size {
+		t.Fatalf("stored %q (%d bytes), want %q (%d)", last.Data[:1], len(last.Data), want, size)
+	}
+	// A record that shrinks far below its buffer gets a new one, of its size.
+	data = data[:10]
+	save()
+	if r, err := s.Load(t.Context(), "k", "big"); err != nil || len(r.Data) != 10 {
+		t.Fatal(err, len(r.Data))
 	}
 }

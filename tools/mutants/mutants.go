@@ -802,6 +802,22 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "memory/rewrite-copies",
+		Guard: "the memory store rewrites a record in the buffer it keeps for it",
+		File:  "persistence/memory/memory.go",
+		Orig:  `	return append(buf[:0], data...)`,
+		Repl:  `	return bytes.Clone(data)`,
+		Pkgs:  []string{"./persistence/memory"},
+	},
+	{
+		Name:  "memory/rewrite-shares-loaded",
+		Guard: "a record the memory store returned (Load) does not change when the record is rewritten",
+		File:  "persistence/memory/memory.go",
+		Orig:  "\tr.Data = bytes.Clone(r.Data)\n\treturn r, nil",
+		Repl:  "\treturn r, nil",
+		Pkgs:  []string{"./persistence/memory"},
+	},
+	{
 		Name:  "actors/passivate-listens",
 		Guard: "liveness: an entity that asked to passivate hears of its last write's durability, and stops, without another message",
 		File:  "actors/entity.go",

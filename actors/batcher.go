@@ -585,8 +585,10 @@ type queue struct {
 	// early collects the replies settle releases, for settled to deliver
 	// once it lets go of the lock.
 	early []earlyReply
-	// pool keeps the pendings of settled Saves for new writes.
-	pool pendingPool
+	// pool keeps the pendings of settled Saves for new writes, and
+	// batches their lists.
+	pool    pendingPool
+	batches [][]*pending
 
 	firstQueued time.Time // when the oldest queued write arrived
 	// timer fires BatchMaxDelay after firstQueued, lingerT when a write
@@ -978,7 +980,7 @@ func (q *queue) flush() bool {
 	}
 	clear(q.groups)
 	clear(q.inBatch)
-	f := batchBuild{q: q, batch: make([]*pending, 0, n), groups: q.groups, inBatch: q.inBatch}
+	f := batchBuild{q: q, batch: q.batchBuf(n), groups: q.groups, inBatch: q.inBatch}
 	// rest, the writes left queued, is built in place in q.order: it is
 	// never longer than the part of q.order already passed.
 	old := len(q.order)
@@ -1258,6 +1260,7 @@ func (q *queue) settle(res saveResult) {
 		}
 		q.pool.put(p) // settled: no queue, Save or write refers to it
 	}
+	q.freeBatch(res.batch)
 	for _, ps := range refused {
 		q.requeue(ps, max(1, len(ps)/2))
 	}
@@ -1271,6 +1274,28 @@ func (q *queue) settle(res saveResult) {
 	}
 	q.stalled = false
 	q.ackCancels()
+}
+
+// batchBuf returns an empty list for a Save of up to n records: one a
+// settled Save left (freeBatch), or a new one.
+func (q *queue) batchBuf(n int) []*pending {
+	if k := len(q.batches); k > 0 {
+		b := q.batches[k-1]
+		q.batches = q.batches[:k-1]
+		if cap(b) >= n {
+			return b
+		}
+	}
+	return make([]*pending, 0, n)
+}
+
+// freeBatch keeps the list of a settled Save for a later one, up to
+// BatchMaxInFlight lists. Nothing refers to it once the Save is settled.
+func (q *queue) freeBatch(batch []*pending) {
+	if len(q.batches) < q.b.maxInFlight {
+		clear(batch)
+		q.batches = append(q.batches, batch[:0])
+	}
 }
 
 // ackCancels acknowledges the cancels none of whose writes is in flight

@@ -1127,15 +1127,32 @@ func (h *Host) Invoke(ctx context.Context, env *ordopb.Envelope) (*ordopb.Reply,
 	if h.cfg.Tracer != nil {
 		traceEnvelope(ctx, env)
 	}
-	ch := make(chan *ordopb.Reply, 1)
-	h.Submit(env, func(r *ordopb.Reply) { ch <- r })
+	w := invokeWaiters.Get().(*invokeWaiter)
+	h.Submit(env, w.done)
 	select {
-	case r := <-ch:
+	case r := <-w.ch:
+		// Submit has called w.done, its only call: w serves another call.
+		invokeWaiters.Put(w)
 		return r, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, ctx.Err() // the reply may still come: w is not reused
 	}
 }
+
+// invokeWaiter is Invoke's channel for one reply, with the function that sends
+// to it. Submit calls the function exactly once, so a waiter whose reply
+// has been received is free; one given up on (the caller's context ended)
+// is left to the collector.
+type invokeWaiter struct {
+	ch   chan *ordopb.Reply
+	done func(*ordopb.Reply)
+}
+
+var invokeWaiters = sync.Pool{New: func() any {
+	w := &invokeWaiter{ch: make(chan *ordopb.Reply, 1)}
+	w.done = func(r *ordopb.Reply) { w.ch <- r }
+	return w
+}}
 
 // Stats returns the host's counters.
 func (h *Host) Stats() HostStats {

@@ -841,3 +841,46 @@ func TestCloseStopsWithoutDraining(t *testing.T) {
 	_, err = h.add(ctx, "c", 1)
 	require.ErrorIs(t, err, actors.ErrUnavailable)
 }
+
+// Invoke given up on (its context ended before the reply) leaves its reply
+// to no one: the reply, when it comes, reaches no later call, each of which
+// gets its own.
+func TestInvokeGivenUpOnLeavesNoReplyBehind(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := testCtx(t)
+	_, err := h.add(ctx, "a", 1)
+	require.NoError(t, err)
+	before := h.host.Stats().Batch.Saves
+	release := h.store.BlockSaves()
+	gone, giveUp := context.WithCancel(ctx)
+	go func() {
+		testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+			if h.host.Stats().Batch.Saves == before {
+				return errPending
+			}
+			return nil
+		})
+		giveUp()
+	}()
+	// On this goroutine, so that a waiter it wrongly let go would likely
+	// be the next call's (sync.Pool keeps one per P).
+	env, err := actors.Envelope(ref("a"), &testpb.Add{Delta: 1}, actors.NewRequestID())
+	require.NoError(t, err)
+	_, err = h.host.Invoke(gone, env) // its reply waits for the blocked Save
+	require.ErrorIs(t, err, context.Canceled)
+	release() // the abandoned call's reply is sent now
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if h.host.Stats().Inflight > 0 {
+			return errPending
+		}
+		return nil
+	})
+	for i := range 50 {
+		id := actors.NewRequestID()
+		env, err := actors.Envelope(ref("a"), &testpb.Add{Delta: 1}, id)
+		require.NoError(t, err)
+		r, err := h.host.Invoke(ctx, env)
+		require.NoError(t, err)
+		require.Equal(t, id, r.GetRequestId(), "call %d got another call's reply", i)
+	}
+}

@@ -802,6 +802,14 @@ var mutants = []Mutant{
 		Pkgs: []string{"./actors"},
 	},
 	{
+		Name:  "actors/invoke-reuses-abandoned-waiter",
+		Guard: "a reply that comes after Invoke gave up on it reaches no later call",
+		File:  "actors/host.go",
+		Orig:  "\t\treturn nil, ctx.Err() // the reply may still come: w is not reused",
+		Repl:  "\t\tinvokeWaiters.Put(w)\n\t\treturn nil, ctx.Err()",
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "memory/rewrite-copies",
 		Guard: "the memory store rewrites a record in the buffer it keeps for it",
 		File:  "persistence/memory/memory.go",

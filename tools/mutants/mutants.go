@@ -58,8 +58,8 @@ var mutants = []Mutant{
 		Name:  "actors/listen-draining",
 		Guard: "a draining or passivating entity hears of its last write, and stops, with no later message",
 		File:  "actors/entity.go",
-		Orig:  `		case e.seq != e.durable && (e.passivating || e.drain != nil):`,
-		Repl:  `		case e.seq != e.durable && e.passivating:`,
+		Orig:  `		case e.seq != e.durable && (e.passivating || e.drain != nil || e.passivateAsked):`,
+		Repl:  `		case e.seq != e.durable && (e.passivating || e.passivateAsked):`,
 		Pkgs:  []string{"./actors"},
 	},
 	{

@@ -257,8 +257,13 @@ func (e *entity) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		e.stopping = true // for whatever reason: nothing begins now (passivateIfAsked)
 		e.stopTimers()
-		e.failHeld(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref))
-		e.failWaiting(errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref))
+		if n, _ := e.en.earlyHeld(); n > 0 || len(e.held) > 0 || len(e.waitIdx) > 0 {
+			// Formatted only when a reply needs it: a settled saga stops
+			// after every transfer, with none.
+			stopped := errf(ordopb.Code_CODE_NOT_HERE, "entity %s stopped", e.en.ref)
+			e.failHeld(stopped)
+			e.failWaiting(stopped)
+		}
 		e.dropOuts()
 	case *actor.Stopped:
 		e.recentEnc, e.recentIDs, e.recentIdx, e.recentSize = nil, nil, nil, 0

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
@@ -232,9 +233,9 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 			return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(err)}, nil
 		}
 	}
-	actx, cancel := context.WithTimeout(ctx, r.policy.AttemptTimeout)
-	defer cancel()
 	if owner.NodeID == r.self && r.local != nil {
+		actx, cancel := context.WithTimeout(ctx, r.policy.AttemptTimeout)
+		defer cancel()
 		rep, err := r.local.Invoke(actx, env)
 		if err != nil && ctx.Err() == nil {
 			return nil, fmt.Errorf("%w: local attempt: %v", actors.ErrUnavailable, err)
@@ -250,12 +251,18 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 			return &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(err)}, nil
 		}
 	}
-	rep, err := r.tr.requestWhile(actx, info.RemoteAddr, env, &w)
+	bound := attemptTimers.Get().(*time.Timer)
+	bound.Reset(r.policy.AttemptTimeout)
+	rep, err := r.tr.requestWhile(ctx, info.RemoteAddr, env, &w, bound.C)
+	bound.Stop() // no value is received from bound.C after this (Go 1.23 timers)
+	attemptTimers.Put(bound)
 	switch {
 	case err == nil:
 		return rep, nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case errors.Is(err, errAttemptTimeout):
+		return nil, fmt.Errorf("%w: attempt timed out after %v", errUnreachable, r.policy.AttemptTimeout)
 	case errors.Is(err, errOwnerMoved):
 		return nil, fmt.Errorf("%w: shard %d moved from %s while the call was in flight", errUnreachable, shard, owner.NodeID)
 	case errors.Is(err, errUnreachable):
@@ -264,6 +271,16 @@ func (r *router) attempt(ctx context.Context, shard uint32, env *ordopb.Envelope
 		return nil, fmt.Errorf("%w: %v", errUnreachable, err)
 	}
 }
+
+// attemptTimers bound remote attempts: a timer is reset for an attempt
+// and stopped after it, where context.WithTimeout would make a context,
+// its timer, its Done channel and an entry in the caller's context per
+// attempt.
+var attemptTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // failStreak counts a call's failed attempts since its shard's owner last
 // changed, which its backoff grows with: a new owner has not been asked

@@ -195,7 +195,7 @@ func (t *transport) serve(fn serveFunc) {
 // until ctx ends. Failures to reach the node wrap errUnreachable; an
 // envelope too large to send is answered with a bad-request reply.
 func (t *transport) request(ctx context.Context, addr string, env *ordopb.Envelope) (*ordopb.Reply, error) {
-	return t.requestWhile(ctx, addr, env, nil)
+	return t.requestWhile(ctx, addr, env, nil, nil)
 }
 
 // sendOneWay queues a one-way envelope (env.OneWay) on the stream to addr
@@ -217,9 +217,13 @@ func (t *transport) sendOneWay(addr string, env *ordopb.Envelope) error {
 // ownerWatch).
 var errOwnerMoved = errors.New("the shard's owner changed while the call was in flight")
 
+// errAttemptTimeout ends a request whose timeout channel fired first.
+var errAttemptTimeout = errors.New("attempt timed out")
+
 // requestWhile is request that also stops waiting, with errOwnerMoved, as
-// soon as w (when not nil) sees its shard owned by another node.
-func (t *transport) requestWhile(ctx context.Context, addr string, env *ordopb.Envelope, w *ownerWatch) (*ordopb.Reply, error) {
+// soon as w (when not nil) sees its shard owned by another node, and with
+// errAttemptTimeout when timeout (when not nil) fires.
+func (t *transport) requestWhile(ctx context.Context, addr string, env *ordopb.Envelope, w *ownerWatch, timeout <-chan time.Time) (*ordopb.Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -249,6 +253,9 @@ func (t *transport) requestWhile(ctx context.Context, addr string, env *ordopb.E
 		case <-ctx.Done():
 			p.forget(id)
 			return nil, ctx.Err()
+		case <-timeout:
+			p.forget(id)
+			return nil, errAttemptTimeout
 		case <-changed:
 			if w.moved() {
 				p.forget(id)

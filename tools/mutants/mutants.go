@@ -826,6 +826,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./persistence/memory"},
 	},
 	{
+		Name:  "cluster/attempt-bounded",
+		Guard: "a remote attempt whose owner does not answer ends after AttemptTimeout, and is retried",
+		File:  "cluster/invoke.go",
+		Orig:  `	bound.Reset(r.policy.AttemptTimeout)`,
+		Repl:  `	bound.Reset(time.Hour)`,
+		Pkgs:  []string{"./cluster"},
+	},
+	{
 		Name:  "actors/passivate-listens",
 		Guard: "liveness: an entity that asked to passivate hears of its last write's durability, and stops, without another message",
 		File:  "actors/entity.go",

@@ -20,6 +20,7 @@ import (
 // routerFixture is a router to one node, n1, that owns shard 3 and never
 // answers while the test runs (a fake node), with its table in a real etcd.
 type routerFixture struct {
+	t     *testing.T
 	ctx   context.Context
 	cli   *clientv3.Client
 	keys  placement.Keys
@@ -59,7 +60,7 @@ func newRouterFixture(t *testing.T, policy RetryPolicy) *routerFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &routerFixture{ctx: ctx, cli: cli, keys: keys, addr: addr}
+	f := &routerFixture{t: t, ctx: ctx, cli: cli, keys: keys, addr: addr}
 	f.register("n1", addr)
 	lease, err := cli.Grant(ctx, 60)
 	if err != nil {
@@ -91,13 +92,15 @@ func newRouterFixture(t *testing.T, policy RetryPolicy) *routerFixture {
 	return f
 }
 
+// register publishes a node's address, as the node itself would.
 func (f *routerFixture) register(id, remote string) {
+	f.t.Helper()
 	v, err := json.Marshal(placement.NodeInfo{ID: id, RemoteAddr: remote})
 	if err != nil {
-		panic(err)
+		f.t.Fatal(err)
 	}
 	if _, err := f.cli.Put(f.ctx, f.keys.Node(id), string(v)); err != nil {
-		panic(err)
+		f.t.Fatal(err)
 	}
 }
 

@@ -392,6 +392,7 @@ type batcher struct {
 	maxRecords  int
 	maxBytes    int
 	maxDelay    time.Duration
+	pace        float64 // HostConfig.BatchPace
 	maxInFlight int
 	timeout     time.Duration
 	onBatch     func(int)
@@ -417,6 +418,7 @@ type saveResult struct {
 	batch   []*pending
 	outcome map[uint32]error
 	err     error
+	took    time.Duration // how long the store's Save took
 }
 
 func newBatcher(store persistence.Store, cfg HostConfig, onBatch func(int)) *batcher {
@@ -426,6 +428,7 @@ func newBatcher(store persistence.Store, cfg HostConfig, onBatch func(int)) *bat
 		maxEvents:   cfg.BatchMaxEvents,
 		maxBytes:    cfg.BatchMaxBytes,
 		maxDelay:    cfg.BatchMaxDelay,
+		pace:        cfg.BatchPace,
 		maxInFlight: cfg.BatchMaxInFlight,
 		timeout:     cfg.StoreTimeout,
 		onBatch:     onBatch,
@@ -482,6 +485,7 @@ func (b *batcher) settled(res saveResult, buf []earlyReply) []earlyReply {
 	}
 	q.early = buf[:0]
 	q.settle(res)
+	q.pace(res, time.Now())
 	q.flushReady()
 	early := q.early
 	q.early = nil
@@ -591,6 +595,8 @@ type queue struct {
 	batches [][]*pending
 
 	firstQueued time.Time // when the oldest queued write arrived
+	// paceUntil is when the next Save may start (pace); zero: at once.
+	paceUntil time.Time
 	// timer fires BatchMaxDelay after firstQueued, lingerT when a write
 	// waiting for co-located writes may go. Each is armed while its on is
 	// set; a firing of an earlier arming (gen) finds it stale.
@@ -933,8 +939,17 @@ func (q *queue) ready() bool {
 	if len(q.order) == 0 || len(q.inflight) >= b.maxInFlight || q.stalled {
 		return false
 	}
-	return b.maxDelay == 0 || len(q.order) >= b.maxRecords || q.bytes >= b.maxBytes ||
-		time.Since(q.firstQueued) >= b.maxDelay
+	return len(q.order) >= b.maxRecords || q.bytes >= b.maxBytes || q.wait(time.Now()) <= 0
+}
+
+// wait returns how long the queued writes still wait for others to join
+// them: until the oldest has waited BatchMaxDelay, and until paceUntil.
+func (q *queue) wait(now time.Time) time.Duration {
+	d := q.b.maxDelay - now.Sub(q.firstQueued)
+	if !q.paceUntil.IsZero() {
+		d = max(d, q.paceUntil.Sub(now))
+	}
+	return d
 }
 
 // flushReady sends Saves while one is due, then arms the delay timer for
@@ -950,8 +965,30 @@ func (q *queue) flushReady() {
 			q.timerOn = false
 		}
 	}
-	if len(q.order) > 0 && len(q.inflight) < b.maxInFlight && !q.stalled && !q.timerOn && b.maxDelay > 0 {
-		q.armTimer(b.maxDelay - time.Since(q.firstQueued))
+	if len(q.order) > 0 && len(q.inflight) < b.maxInFlight && !q.stalled && !q.timerOn {
+		if d := q.wait(time.Now()); d > 0 {
+			q.armTimer(d)
+		}
+	}
+}
+
+// pace sets when the Save after res may start (BatchPace): a Save of at
+// least paceMinBatch entities, taking d, spaces the next by BatchPace × d
+// after it ended, within [minPaceGap, maxPaceGap]. A shorter gap is not
+// waited for: its timer would cost more than the Save it saves.
+func (q *queue) pace(res saveResult, now time.Time) {
+	q.paceUntil = time.Time{}
+	b := q.b
+	if b.pace <= 0 || len(res.batch) < paceMinBatch || res.err != nil {
+		return
+	}
+	gap := float64(res.took) * b.pace
+	switch {
+	case gap < float64(minPaceGap):
+	case gap >= float64(maxPaceGap):
+		q.paceUntil = now.Add(maxPaceGap)
+	default:
+		q.paceUntil = now.Add(time.Duration(gap))
 	}
 }
 
@@ -1166,13 +1203,15 @@ func (b *batcher) saver(ctx context.Context, jobs <-chan saveJob, settled func(s
 			b.onBatch(len(recs))
 		}
 		sctx, span := b.startSave(bound.context(ctx, b.timeout), job.batch)
+		start := time.Now()
 		outcome, err := b.store.Save(sctx, recs)
+		took := time.Since(start)
 		endSave(span, outcome, err)
 		clear(recs) // hold none of the Save's events or snapshots
 		if cap(arena) > maxKeptArena {
 			arena = nil
 		}
-		early = settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err}, early)
+		early = settled(saveResult{id: job.id, batch: job.batch, outcome: outcome, err: err, took: took}, early)
 	}
 }
 
@@ -1335,3 +1374,12 @@ func (q *queue) settleClosed(res saveResult) {
 	}
 	q.ackCancels()
 }
+
+// Bounds of BatchPace (queue.pace): a Save spaces the next only if it
+// carried paceMinBatch entities or more, by a gap within [minPaceGap,
+// maxPaceGap].
+const (
+	paceMinBatch = 4
+	minPaceGap   = 100 * time.Microsecond
+	maxPaceGap   = 5 * time.Millisecond
+)

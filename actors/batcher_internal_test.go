@@ -424,3 +424,133 @@ func TestSaveRecordsReuseTheSaversBuffer(t *testing.T) {
 		}
 	}
 }
+
+// pace spaces the Save after a busy one by the Save's duration times
+// BatchPace, within its bounds; a Save of few entities, a failed one and
+// a short one space nothing.
+func TestPaceSpacesTheNextSaveByTheLast(t *testing.T) {
+	q, en := newTestQueue(t)
+	q.b.pace = 1.5
+	busy := make([]*pending, paceMinBatch)
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name  string
+		res   saveResult
+		until time.Time
+	}{
+		{"busy", saveResult{batch: busy, took: 2 * time.Millisecond}, now.Add(3 * time.Millisecond)},
+		{"stalled store", saveResult{batch: busy, took: time.Minute}, now.Add(maxPaceGap)},
+		{"short", saveResult{batch: busy, took: minPaceGap / 2}, time.Time{}},
+		{"few entities", saveResult{batch: busy[1:], took: 2 * time.Millisecond}, time.Time{}},
+		{"failed", saveResult{batch: busy, took: 2 * time.Millisecond, err: errors.New("down")}, time.Time{}},
+	} {
+		q.paceUntil = now.Add(time.Hour) // whatever was set before
+		q.pace(tc.res, now)
+		if !q.paceUntil.Equal(tc.until) {
+			t.Errorf("%s: next Save %s after, want %s", tc.name, gapOf(q.paceUntil, now), gapOf(tc.until, now))
+		}
+	}
+
+	q.b.pace = 0
+	q.pace(saveResult{batch: busy, took: 2 * time.Millisecond}, now)
+	if !q.paceUntil.IsZero() {
+		t.Errorf("BatchPace 0 spaced the next Save by %s", gapOf(q.paceUntil, now))
+	}
+
+	// Queued writes wait until paceUntil, and BatchMaxDelay still holds.
+	q.add(testWrite(en("a"), 1))
+	q.firstQueued = now
+	q.paceUntil = now.Add(3 * time.Millisecond)
+	if got := q.wait(now); got != 3*time.Millisecond {
+		t.Errorf("wait %v, want 3ms", got)
+	}
+	if got := q.wait(now.Add(3 * time.Millisecond)); got > 0 {
+		t.Errorf("wait at paceUntil %v, want none", got)
+	}
+	q.b.maxDelay = 5 * time.Millisecond
+	if got := q.wait(now.Add(3 * time.Millisecond)); got != 2*time.Millisecond {
+		t.Errorf("wait with BatchMaxDelay %v, want 2ms", got)
+	}
+}
+
+// gapOf describes a paceUntil relative to now: "at once" when unset.
+func gapOf(until, now time.Time) string {
+	if until.IsZero() {
+		return "at once"
+	}
+	return until.Sub(now).String()
+}
+
+// A paced queue holds its writes until paceUntil, or until a full Save
+// is queued; its timer then sends them with nothing else happening.
+func TestPacedWritesGoWhenDueOrFull(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	defer store.Close()
+	if err := store.Fence(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig()
+	cfg.BatchMaxRecords = 3
+	b := newBatcher(store, cfg, nil)
+	b.start(ctx)
+	defer b.close()
+	sh := &shardState{id: 0, epoch: 1}
+	durable := make(chan error, 8)
+	await := func() {
+		t.Helper()
+		select {
+		case err := <-durable:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a write waited 10s for its Save")
+		}
+	}
+	submit := func(id string) {
+		w := testWrite(&entry{ref: Ref{Kind: "k", ID: id}, shard: sh}, 1)
+		w.state = []byte(id)
+		w.done = func(err error) { durable <- err }
+		b.submit(w)
+	}
+	state := func() (queued, inflight int) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.q.order), len(b.q.inflight)
+	}
+	setPace := func(d time.Duration) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.q.paceUntil = time.Now().Add(d)
+	}
+
+	setPace(time.Hour)
+	submit("a")
+	submit("b")
+	if queued, inflight := state(); queued != 2 || inflight != 0 {
+		t.Fatalf("paced: %d queued, %d in flight; want 2 queued", queued, inflight)
+	}
+	submit("c") // BatchMaxRecords queued: the Save goes
+	for range 3 {
+		await()
+	}
+	if st := b.Stats(); st.Saves != 1 || st.Records != 3 {
+		t.Fatalf("stats %+v, want one Save of 3 records", st)
+	}
+
+	setPace(time.Hour)
+	submit("d")
+	if queued, inflight := state(); queued != 1 || inflight != 0 {
+		t.Fatalf("paced: %d queued, %d in flight; want 1 queued", queued, inflight)
+	}
+	b.mu.Lock()
+	b.q.paceUntil = time.Now().Add(time.Millisecond)
+	b.q.stopTimers()
+	b.q.flushReady() // arms the timer for paceUntil
+	b.mu.Unlock()
+	await()
+	if st := b.Stats(); st.Saves != 2 {
+		t.Fatalf("stats %+v, want a second Save", st)
+	}
+}

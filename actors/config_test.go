@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/ordo-actors/ordo/actors"
@@ -29,4 +30,20 @@ func TestConfigErrorsWrapErrInvalidConfig(t *testing.T) {
 
 	require.NoError(t, actors.DefaultHostConfig().Validate())
 	require.False(t, errors.Is(actors.ErrClosed, actors.ErrInvalidConfig))
+}
+
+// BatchPace takes a finite factor, 0 or more.
+func TestBatchPaceMustBeFinite(t *testing.T) {
+	for _, pace := range []float64{-0.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		c := actors.DefaultHostConfig()
+		c.BatchPace = pace
+		err := c.Validate()
+		require.ErrorIs(t, err, actors.ErrInvalidConfig, "BatchPace %v", pace)
+		require.Contains(t, err.Error(), "BatchPace")
+	}
+	for _, pace := range []float64{0, 0.5, 1e9} {
+		c := actors.DefaultHostConfig()
+		c.BatchPace = pace
+		require.NoError(t, c.Validate(), "BatchPace %v", pace)
+	}
 }

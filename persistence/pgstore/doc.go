@@ -115,6 +115,22 @@
 // lines and logs (the bank's node takes it from ORDO_PG_URL). Errors from
 // Open name the user, database and host, never the password.
 //
+// # The server process's heap
+//
+// A Save is one statement whose executor (its sorts, hash tables and
+// materialized CTEs) needs up to about a megabyte, and frees it when the
+// statement ends. A PostgreSQL server process on glibc gives free memory
+// at the top of its heap back to the kernel past a threshold of 128 KiB,
+// and faults it in again, page by page, for the next statement: with one
+// client, about 90 page faults per bank transfer and half the CPU of the
+// processes serving the Saves. So each new connection first has its
+// server process allocate and free one block of Config.BackendHeap bytes
+// (default 4 MiB), which raises that process's thresholds (glibc's
+// dynamic mmap threshold, mallopt(3)): from then on it keeps up to twice
+// that of free heap. It costs one statement per connection and, per
+// server process, up to 8 MiB of memory kept rather than returned. A
+// negative BackendHeap skips it.
+//
 // # Limits
 //
 // Each column of a batch travels as one array parameter, and PostgreSQL

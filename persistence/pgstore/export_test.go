@@ -1,5 +1,7 @@
 package pgstore
 
+import "context"
+
 // LoadManySQL is loadManySQL, for the plan test.
 var LoadManySQL = loadManySQL
 
@@ -8,4 +10,18 @@ var LoadManySQL = loadManySQL
 func SaveSQL(schema string) (plain, journal string) {
 	s := newStore(nil, schema)
 	return s.saveSQL[withCreates], s.journalSaveSQL[withCreates]
+}
+
+// BackendPID returns the process ID of the server process serving one of
+// s's connections (the only one, with MaxConns 1).
+func BackendPID(ctx context.Context, s *Store) (int, error) {
+	var pid int
+	err := s.pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid)
+	return pid, err
+}
+
+// Exec runs sql on one of s's connections.
+func Exec(ctx context.Context, s *Store, sql string) error {
+	_, err := s.pool.Exec(ctx, sql)
+	return err
 }

@@ -44,7 +44,8 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	bad := []pgstore.Config{{}, {URL: "postgres://x", MaxConns: -1}, {URL: "postgres://x", Schema: "a\x00"}}
+	bad := []pgstore.Config{{}, {URL: "postgres://x", MaxConns: -1}, {URL: "postgres://x", Schema: "a\x00"},
+		{URL: "postgres://x", BackendHeap: pgstore.MaxBackendHeap + 1}}
 	for _, c := range bad {
 		if err := c.Validate(); !errors.Is(err, persistence.ErrInvalidConfig) {
 			t.Fatalf("%+v: %v, want ErrInvalidConfig", c, err)

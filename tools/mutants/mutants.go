@@ -289,6 +289,23 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "pgstore/backend-heap-cold",
+		Guard: "speed: a store's connections warm their server process's heap, which then keeps a statement's executor memory",
+		File:  "persistence/pgstore/pgstore.go",
+		Orig:  `		pc.AfterConnect = warmBackendHeap(n)`,
+		Repl:  `		pc.AfterConnect = nil`,
+		Pkgs:  []string{"./persistence/pgstore"},
+		Needs: []string{"ORDO_PG_URL"},
+	},
+	{
+		Name:  "pgstore/backend-heap-bounded",
+		Guard: "a BackendHeap over the size glibc adapts to is refused",
+		File:  "persistence/pgstore/pgstore.go",
+		Orig:  `	case c.BackendHeap > MaxBackendHeap:`,
+		Repl:  `	case c.BackendHeap > 2*MaxBackendHeap:`,
+		Pkgs:  []string{"./persistence/pgstore"},
+	},
+	{
 		Name:  "pgstore/params-types-checked",
 		Guard: "a Save's encoded parameters are refused, before anything is sent, unless they have the types its statement declares",
 		File:  "persistence/pgstore/params.go",

@@ -13,27 +13,42 @@ import (
 	"github.com/ordo-actors/ordo/persistence/pgstore/pgtest"
 )
 
-// minorFaults returns the minor page faults of process pid so far, and
-// false when the process is not a PostgreSQL server process on this
-// machine (a server elsewhere, or in another PID namespace).
-func minorFaults(t *testing.T, pid int) (uint64, bool) {
-	t.Helper()
+// serverStat returns the fields of /proc/<pid>/stat after the command,
+// and false when pid is not a PostgreSQL server process on this machine
+// (a server elsewhere, or in another PID namespace).
+func serverStat(tb testing.TB, pid int) ([]string, bool) {
+	tb.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	// pid (comm) state ppid ...: minflt is the 10th field, the 8th after
-	// the command's closing parenthesis (the command may hold spaces).
+	// pid (comm) state ppid ...: the command may hold spaces.
 	s := string(b)
 	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || end < open || !strings.HasPrefix(s[open+1:end], "postgres") {
-		return 0, false
+		return nil, false
 	}
 	f := strings.Fields(s[end+1:])
-	require.Greater(t, len(f), 7, "short /proc/%d/stat: %q", pid, s)
-	n, err := strconv.ParseUint(f[7], 10, 64)
-	require.NoError(t, err, "minflt in /proc/%d/stat: %q", pid, s)
-	return n, true
+	require.Greater(tb, len(f), 12, "short /proc/%d/stat: %q", pid, s)
+	return f, true
+}
+
+// statField parses field i of serverStat's fields.
+func statField(tb testing.TB, f []string, i int) uint64 {
+	tb.Helper()
+	n, err := strconv.ParseUint(f[i], 10, 64)
+	require.NoError(tb, err, "field %d of /proc/<pid>/stat: %q", i, f)
+	return n
+}
+
+// minorFaults returns the minor page faults of server process pid so
+// far, and false when serverStat cannot read it.
+func minorFaults(t *testing.T, pid int) (uint64, bool) {
+	f, ok := serverStat(t, pid)
+	if !ok {
+		return 0, false
+	}
+	return statField(t, f, 7), true // minflt: the 10th field
 }
 
 // sorts is a statement whose executor memory is like a Save's: many

@@ -131,6 +131,21 @@
 // server process, up to 8 MiB of memory kept rather than returned. A
 // negative BackendHeap skips it.
 //
+// # One plan per statement
+//
+// The same first round trip sets the connection's plan_cache_mode to
+// force_generic_plan: each prepared statement keeps the plan made for its
+// first execution. By default PostgreSQL plans a statement's first five
+// executions for their arguments and then keeps one plan only if it
+// estimates it no dearer; for a connection whose first Saves carry a
+// record or two it kept planning every Save, which doubled the server's
+// CPU for a journal Save of one record (BenchmarkSaveShapes). The store's
+// statements read by key or by index range whatever their arguments;
+// their plans made on empty tables are tested to do so. Behind a pooler
+// that hands one client several server processes (PgBouncer in
+// transaction mode), the setting reaches only the processes the
+// connection's first round trip ran on.
+//
 // # Limits
 //
 // Each column of a batch travels as one array parameter, and PostgreSQL

@@ -25,3 +25,13 @@ func Exec(ctx context.Context, s *Store, sql string) error {
 	_, err := s.pool.Exec(ctx, sql)
 	return err
 }
+
+// Plans returns how many times the prepared statements of one of s's
+// connections (the only one, with MaxConns 1) were planned for their
+// arguments (custom plans) and how many times they ran with the plan they
+// keep (generic plans).
+func Plans(ctx context.Context, s *Store) (custom, generic int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(sum(custom_plans), 0)::bigint, coalesce(sum(generic_plans), 0)::bigint
+FROM pg_prepared_statements`).Scan(&custom, &generic)
+	return custom, generic, err
+}

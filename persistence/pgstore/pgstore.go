@@ -63,8 +63,8 @@ type Config struct {
 	// (or the URL's pool_max_conns).
 	MaxConns int32
 	// BackendHeap is the size of one block that each new connection has
-	// its server process allocate and free, with one statement, before
-	// the pool hands the connection out (see warmBackendHeap); 0 means
+	// its server process allocate and free, in the round trip that
+	// readies it before the pool hands it out (see prepareConn); 0 means
 	// DefaultBackendHeap, a negative value skips the statement. At most
 	// MaxBackendHeap.
 	BackendHeap int
@@ -143,9 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
-	if n := cmp.Or(cfg.BackendHeap, DefaultBackendHeap); n > 0 {
-		pc.AfterConnect = warmBackendHeap(n)
-	}
+	pc.AfterConnect = prepareConn(cmp.Or(cfg.BackendHeap, DefaultBackendHeap))
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
@@ -158,8 +156,46 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// warmBackendHeap returns a pgxpool AfterConnect that has the new
-// connection's server process allocate and free one block of n bytes.
+// prepareConn returns a pgxpool AfterConnect that readies a new
+// connection with one round trip: its statements are to keep one plan
+// (genericPlans), and, when heap is positive, its server process is to
+// keep its heap (warmBackendHeap).
+func prepareConn(heap int) func(context.Context, *pgx.Conn) error {
+	// No arguments: the simple protocol, which takes several statements
+	// at once and prepares nothing.
+	sql := genericPlans
+	if heap > 0 {
+		sql += "; " + warmBackendHeap(heap)
+	}
+	return func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("pgstore: prepare the connection: %w", err)
+		}
+		return nil
+	}
+}
+
+// genericPlans has the connection's prepared statements keep the plan
+// made for their first execution (the generic plan) rather than plan
+// each execution with its arguments (a custom plan).
+//
+// By default PostgreSQL plans a prepared statement's first five
+// executions with their arguments, then keeps the generic plan only if
+// its estimated cost is no higher than the average of those custom
+// plans. A Save's arrays are estimated at their real length in a custom
+// plan and at ten elements in the generic one, so a connection whose
+// first Saves carried a record or two finds the generic plan dearer and
+// plans every later Save again: for the journal statement that doubled
+// the server's CPU per Save (BenchmarkSaveShapes, append/records=1: 1.1
+// ms, 0.56 ms with generic plans), and whether it happened depended on
+// each connection's first statements. Every statement of the store looks
+// rows up by key or reads a range of an index, in plans that do not
+// depend on the arguments' values (plan_test.go checks those of LoadMany
+// and Save, made on empty tables).
+const genericPlans = "SET plan_cache_mode = force_generic_plan"
+
+// warmBackendHeap returns a statement that has the server process
+// allocate and free one block of n bytes.
 //
 // A PostgreSQL server process allocates the memory of each statement's
 // executor (its sorts, hash tables and materialized CTEs: up to about a
@@ -180,15 +216,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // heap instead of returning it. Other C libraries ignore it; a pooler that
 // hands one client several server processes (PgBouncer in transaction
 // mode) warms only those it happens to run it on.
-func warmBackendHeap(n int) func(context.Context, *pgx.Conn) error {
-	// No arguments: the simple protocol, so nothing is prepared and kept.
-	sql := "SELECT length(repeat('x', " + strconv.Itoa(n) + "))"
-	return func(ctx context.Context, c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("pgstore: warm the server process's heap: %w", err)
-		}
-		return nil
-	}
+func warmBackendHeap(n int) string {
+	return "SELECT length(repeat('x', " + strconv.Itoa(n) + "))"
 }
 
 func newStore(pool *pgxpool.Pool, schema string) *Store {

@@ -149,3 +149,55 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 	}
 	check()
 }
+
+// A connection's first Saves decide, by default, whether PostgreSQL plans
+// every later Save with its arguments (see genericPlans): after Saves of
+// one record each, it kept planning each one. The store's connections
+// keep one plan per statement: Saves of one record, then of sixteen,
+// plain and journal, are never planned for their arguments.
+func TestStatementsKeepOnePlan(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cfg := pgstore.DefaultConfig()
+	cfg.URL, cfg.Schema, cfg.MaxConns = pgtest.URL(t), pgtest.Schema(t), 1
+	s, err := pgstore.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Close()
+	for sh := range uint32(16) {
+		require.NoError(t, s.Fence(ctx, sh, 1))
+	}
+	var seqs [16]uint64 // per journal
+	save := func(n int, events bool) {
+		t.Helper()
+		recs := make([]persistence.Record, n)
+		for i := range recs {
+			recs[i] = persistence.Record{Kind: "plan", ID: fmt.Sprintf("e%d", i), Shard: uint32(i), Epoch: 1, Data: []byte("x")}
+			if events {
+				seqs[i]++
+				recs[i].ID = fmt.Sprintf("j%d", i)
+				recs[i].Events = []persistence.Event{{Seq: seqs[i], Data: []byte("e")}}
+			}
+		}
+		out, err := s.Save(ctx, recs)
+		require.NoError(t, err)
+		for sh, err := range out {
+			require.NoError(t, err, "shard %d", sh)
+		}
+	}
+	const runs = 10
+	for _, n := range []int{1, 16} {
+		for range runs {
+			save(n, false)
+		}
+	}
+	for _, n := range []int{1, 16} {
+		for range runs {
+			save(n, true)
+		}
+	}
+	custom, generic, err := pgstore.Plans(ctx, s)
+	require.NoError(t, err)
+	t.Logf("custom plans %d, generic %d", custom, generic)
+	require.GreaterOrEqual(t, generic, int64(4*runs), "the Saves ran without the plans they keep")
+	require.Zero(t, custom, "statements were planned for their arguments")
+}

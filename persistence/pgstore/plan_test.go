@@ -185,14 +185,11 @@ func TestStatementsKeepOnePlan(t *testing.T) {
 		}
 	}
 	const runs = 10
-	for _, n := range []int{1, 16} {
-		for range runs {
-			save(n, false)
-		}
-	}
-	for _, n := range []int{1, 16} {
-		for range runs {
-			save(n, true)
+	for _, events := range []bool{false, true} {
+		for _, n := range []int{1, 16} {
+			for range runs {
+				save(n, events)
+			}
 		}
 	}
 	custom, generic, err := pgstore.Plans(ctx, s)

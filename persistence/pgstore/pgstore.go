@@ -188,10 +188,10 @@ func prepareConn(heap int) func(context.Context, *pgx.Conn) error {
 // plans every later Save again: for the journal statement that doubled
 // the server's CPU per Save (BenchmarkSaveShapes, append/records=1:
 // 1.1-1.2 ms, 0.5-0.6 ms with generic plans), and whether it happened
-// depended on each connection's first statements. Every statement of the store looks
-// rows up by key or reads a range of an index, in plans that do not
-// depend on the arguments' values (plan_test.go checks those of LoadMany
-// and Save, made on empty tables).
+// depended on each connection's first statements. Every statement of
+// the store looks rows up by key or reads a range of an index, in plans
+// that do not depend on the arguments' values (plan_test.go checks those
+// of LoadMany and Save, made on empty tables).
 const genericPlans = "SET plan_cache_mode = force_generic_plan"
 
 // warmBackendHeap returns a statement that has the server process

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ordo-actors/ordo/internal/stack"
 )
 
 // mailboxThroughput is how many messages one mailbox run handles before it
@@ -26,9 +28,11 @@ func maxIdleWorkers() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
 // mailbox run (up to Throughput messages) as a function; its default
 // dispatcher starts a goroutine per run, whose stack starts small and is
 // grown and copied again on every run once a handler's frames outgrow it.
-// A pool hands runs to goroutines that finished one and kept their grown
-// stacks, and starts a goroutine only when none is idle, so a run never
-// waits for another (a handler may block: a fault pause (HostDeps.Faults), a slow hook).
+// A pool hands runs to goroutines that finished one, and starts a
+// goroutine only when none is idle, so a run never waits for another (a
+// handler may block: a fault pause (HostDeps.Faults), a slow hook). A
+// worker grows its stack at the top before each run (package stack): the
+// garbage collector shrinks the stack of a worker waiting for work.
 //
 // A run goes to the worker that became idle last (a stack, not a queue),
 // so after a burst the load stays on as few workers as it needs and the
@@ -96,7 +100,9 @@ func (p *pool) work(w *worker, fn func()) {
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
-		growStack()
+		// The stack the garbage collector shrank while the worker waited
+		// is grown here, not deep in a handler (package stack).
+		stack.Grow()
 		fn()
 		p.mu.Lock()
 		if p.closed || (p.maxIdle > 0 && len(p.free) >= p.maxIdle) {
@@ -124,23 +130,6 @@ func (p *pool) work(w *worker, fn func()) {
 		}
 	}
 }
-
-// growStack grows the calling goroutine's stack, if need be, so that a
-// 16-KiB frame fits above the caller's (a stack of 32 KiB for a worker),
-// before a run starts. Go grows a stack by copying it when a call finds
-// it full, and adjusts every frame on it as it copies; the garbage
-// collector halves the stack of a goroutine that uses under a quarter of
-// it, as an idle worker does. So a worker's stack was shrunk while it
-// waited and grown again deep in a handler, frames of protoactor, the
-// entity, protobuf and the store on it, on the run after the next
-// collection: 3.5 % of a bank node's CPU in runtime.copystack. Grown here,
-// with one frame under it, the copy is shallow; when the stack is large
-// enough, the call costs a comparison.
-//
-// It is written in assembly (stack.s), a frame of that size that does
-// nothing, so that no Go code clears the frame on every call: the
-// technique of CockroachDB's growstack package.
-func growStack()
 
 // remove takes idle worker w off the stack. Workers that time out are the
 // least recently idle, at the bottom. p.mu must be held.

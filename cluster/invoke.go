@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ordo-actors/ordo/actors"
-	"github.com/ordo-actors/ordo/internal/stack"
 	"github.com/ordo-actors/ordo/placement"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"go.opentelemetry.io/otel/trace"
@@ -348,7 +347,6 @@ func (r *router) Route(ctx context.Context, env *ordopb.Envelope, from actors.Se
 		return
 	}
 	go func() {
-		stack.Grow() // once, at the top, rather than twice deep in send
 		rep, err := r.send(ctx, env, from)
 		if err != nil {
 			rep = &ordopb.Reply{RequestId: env.GetRequestId(), Error: actors.ErrorToProto(

@@ -43,20 +43,29 @@ func maxIdleWorkers() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
 // as it has runs, and those beyond maxIdle exit when their run ends
 // rather than a second later, so the count of goroutines follows the runs
 // in progress, not the largest burst of the last second.
+//
+// Idle workers are retired by one goroutine per pool (reap), which ticks
+// every idle and retires those that have waited since before its last
+// tick (between idle and twice idle): a worker waits on its run channel
+// alone, with no timer of its own to arm on every run.
 type pool struct {
-	idle    time.Duration
-	maxIdle int // 0: no limit
+	idle    time.Duration // 0: a worker exits when its run ends
+	maxIdle int           // 0: no limit
 
 	mu      sync.Mutex
 	free    []*worker // idle workers, the most recently idle last
 	closed  bool
-	workers atomic.Int64 // live workers, for tests
+	tick    uint64        // reap's ticks so far
+	reaping bool          // reap is running
+	done    chan struct{} // closed by close, for reap
+	workers atomic.Int64  // live workers, for tests
 }
 
 // worker is one pool goroutine; run hands it its next function (nil: exit).
 type worker struct {
-	run  chan func()
-	free bool // in pool.free; guarded by pool.mu
+	run    chan func()
+	free   bool   // in pool.free; guarded by pool.mu
+	idleAt uint64 // pool.tick when it last became idle; guarded by pool.mu
 }
 
 var _ actor.Dispatcher = (*pool)(nil)
@@ -75,6 +84,11 @@ func (p *pool) Schedule(fn func()) {
 		w.run <- fn // buffered: the worker is waiting or about to
 		return
 	}
+	if !p.reaping && !p.closed && p.idle > 0 {
+		p.reaping = true
+		p.done = make(chan struct{})
+		go p.reap(p.done)
+	}
 	p.mu.Unlock()
 	p.workers.Add(1)
 	go p.work(&worker{run: make(chan func(), 1)}, fn)
@@ -87,60 +101,64 @@ func (p *pool) Throughput() int { return mailboxThroughput }
 func (p *pool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
 	p.closed = true
 	for _, w := range p.free {
 		w.free = false
 		w.run <- nil
 	}
 	p.free = nil
+	if p.done != nil {
+		close(p.done)
+	}
 }
 
 func (p *pool) work(w *worker, fn func()) {
 	defer p.workers.Add(-1)
-	t := time.NewTimer(p.idle)
-	defer t.Stop()
-	for {
+	for fn != nil {
 		// The stack the garbage collector shrank while the worker waited
 		// is grown here, not deep in a handler (package stack).
 		stack.Grow()
 		fn()
 		p.mu.Lock()
-		if p.closed || (p.maxIdle > 0 && len(p.free) >= p.maxIdle) {
+		if p.closed || p.idle <= 0 || (p.maxIdle > 0 && len(p.free) >= p.maxIdle) {
 			p.mu.Unlock()
 			return
 		}
-		w.free = true
+		w.free, w.idleAt = true, p.tick
 		p.free = append(p.free, w)
 		p.mu.Unlock()
-		t.Reset(p.idle)
-		select {
-		case fn = <-w.run:
-		case <-t.C:
-			p.mu.Lock()
-			if w.free { // not handed a run meanwhile: leave
-				p.remove(w)
-				p.mu.Unlock()
-				return
-			}
-			p.mu.Unlock()
-			fn = <-w.run // Schedule took it off the stack: its run is coming
-		}
-		if fn == nil {
-			return
-		}
+		fn = <-w.run
 	}
 }
 
-// remove takes idle worker w off the stack. Workers that time out are the
-// least recently idle, at the bottom. p.mu must be held.
-func (p *pool) remove(w *worker) {
-	for i, x := range p.free {
-		if x == w {
-			copy(p.free[i:], p.free[i+1:])
-			p.free[len(p.free)-1] = nil
-			p.free = p.free[:len(p.free)-1]
-			break
+// reap retires, every idle, the workers idle since before its previous
+// tick, until done is closed.
+func (p *pool) reap(done <-chan struct{}) {
+	t := time.NewTicker(p.idle)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
 		}
+		p.mu.Lock()
+		p.tick++
+		// The least recently idle are at the bottom of the stack.
+		n := 0
+		for n < len(p.free) && p.free[n].idleAt+1 < p.tick {
+			p.free[n].free = false
+			p.free[n].run <- nil
+			n++
+		}
+		if n > 0 {
+			k := copy(p.free, p.free[n:])
+			clear(p.free[k:])
+			p.free = p.free[:k]
+		}
+		p.mu.Unlock()
 	}
-	w.free = false
 }

@@ -16,7 +16,7 @@ import (
 const mailboxThroughput = 300
 
 // workerIdle is how long a pool worker with nothing to run waits for work
-// before it exits.
+// before it exits: at least that long, less than twice (pool.reap).
 const workerIdle = time.Second
 
 // maxIdleWorkers is the most idle workers a host's pool keeps: enough for

@@ -64,7 +64,6 @@ type pool struct {
 // worker is one pool goroutine; run hands it its next function (nil: exit).
 type worker struct {
 	run    chan func()
-	free   bool   // in pool.free; guarded by pool.mu
 	idleAt uint64 // pool.tick when it last became idle; guarded by pool.mu
 }
 
@@ -79,7 +78,6 @@ func (p *pool) Schedule(fn func()) {
 		w := p.free[n-1]
 		p.free[n-1] = nil
 		p.free = p.free[:n-1]
-		w.free = false
 		p.mu.Unlock()
 		w.run <- fn // buffered: the worker is waiting or about to
 		return
@@ -106,7 +104,6 @@ func (p *pool) close() {
 	}
 	p.closed = true
 	for _, w := range p.free {
-		w.free = false
 		w.run <- nil
 	}
 	p.free = nil
@@ -127,7 +124,7 @@ func (p *pool) work(w *worker, fn func()) {
 			p.mu.Unlock()
 			return
 		}
-		w.free, w.idleAt = true, p.tick
+		w.idleAt = p.tick
 		p.free = append(p.free, w)
 		p.mu.Unlock()
 		fn = <-w.run
@@ -150,7 +147,6 @@ func (p *pool) reap(done <-chan struct{}) {
 		// The least recently idle are at the bottom of the stack.
 		n := 0
 		for n < len(p.free) && p.free[n].idleAt+1 < p.tick {
-			p.free[n].free = false
 			p.free[n].run <- nil
 			n++
 		}

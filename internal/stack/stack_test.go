@@ -2,6 +2,7 @@ package stack
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 )
@@ -16,8 +17,10 @@ func stackInuse() uint64 {
 // TestGrowLeavesA32KiBStack parks goroutines that called Grow and checks
 // that the stacks they hold add up to at least 32 KiB each, less a margin
 // for stacks the runtime had cached: without Grow, a goroutine this
-// shallow holds its starting stack (a few KiB).
+// shallow holds its starting stack (a few KiB). The garbage collector is
+// off meanwhile: it would shrink the parked goroutines' stacks.
 func TestGrowLeavesA32KiBStack(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	const n = 256
 	before := stackInuse()
 	var grown, done sync.WaitGroup
@@ -33,10 +36,10 @@ func TestGrowLeavesA32KiBStack(t *testing.T) {
 		}()
 	}
 	grown.Wait()
-	got := stackInuse() - before
+	got := int64(stackInuse()) - int64(before)
 	close(release)
 	done.Wait()
-	if min := uint64(n * 24 << 10); got < min {
+	if min := int64(n * 24 << 10); got < min {
 		t.Fatalf("%d goroutines that called Grow hold %d KiB of stack, want at least %d KiB", n, got>>10, min>>10)
 	}
 }

@@ -199,3 +199,67 @@ func (discardStore) Save(_ context.Context, recs []persistence.Record) (map[uint
 	return out, nil
 }
 func (discardStore) Close() error { return nil }
+
+// BenchmarkForward measures the entity-to-entity path: each op is a client
+// write to a counter whose handler sends a Request to another counter
+// (testpb.Forward), and that request's write and continuation. The target
+// is in another shard (the message is encoded and routed, as between
+// nodes, here through the host's local router) or in the sender's own
+// (co-located: handed over in memory). 32 senders run at once; the op's
+// allocations are the whole chain's.
+func BenchmarkForward(b *testing.B) {
+	for _, where := range []string{"other-shard", "same-shard"} {
+		b.Run(where, func(b *testing.B) {
+			h := newHarness(b, nil)
+			const senders = 32
+			from, to := make([]string, senders), make([]string, senders)
+			for i := range senders {
+				from[i] = fmt.Sprintf("s%d", i)
+				sh := actors.ShardOf(ref(from[i]), h.cfg.Shards)
+				for j := 0; ; j++ {
+					t := fmt.Sprintf("t%d-%d", i, j)
+					if same := actors.ShardOf(ref(t), h.cfg.Shards) == sh; same == (where == "same-shard") {
+						to[i] = t
+						break
+					}
+				}
+			}
+			ctx := context.Background()
+			forward := func(i int) {
+				m := &testpb.Forward{To: to[i], Delta: 1, RequestId: actors.NewRequestID()}
+				if _, err := actors.Call[*testpb.Value](ctx, h.host, ref(from[i]), m); err != nil {
+					b.Error(err)
+				}
+			}
+			for i := range senders { // activate both ends
+				forward(i)
+			}
+			waitAdds(b, h, senders)
+			h.n.adds.Store(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i := range senders {
+				n := b.N/senders + min(1, max(0, b.N%senders-i))
+				wg.Go(func() {
+					for range n {
+						forward(i)
+					}
+				})
+			}
+			wg.Wait()
+			waitAdds(b, h, int64(b.N))
+		})
+	}
+}
+
+// waitAdds waits until the harness's counters applied n Adds.
+func waitAdds(b *testing.B, h *harness, n int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for h.n.adds.Load() < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d forwarded adds applied", h.n.adds.Load(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -182,6 +182,13 @@ type outMsg struct {
 	attempts int
 	first    time.Time   // start of the first attempt
 	timer    *time.Timer // the wait before the next attempt, if any
+
+	// The first envelope, the refs and fence it names and the write the
+	// message waits for, allocated with it: env points at envBuf.
+	envBuf         ordopb.Envelope
+	target, sender ordopb.EntityRef
+	fence          ordopb.SenderFence
+	after          writeDep
 }
 
 // backoffKey names the messages that are one request: a target and a
@@ -1513,12 +1520,13 @@ func (e *entity) activate(presume bool) error {
 func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error) error,
 	runMD map[string]string, opts []RequestOption) {
 	o, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
-	out := &outMsg{
-		env: &ordopb.Envelope{Target: ref.Proto(), RequestId: requestID, Metadata: o.md, Sender: e.en.ref.Proto(),
-			SenderFence: &ordopb.SenderFence{Shard: e.en.shard.id, Epoch: e.epoch}, OneWay: o.oneWay},
-		to:   ref,
-		cont: cont, policy: o.policy, oneWay: o.oneWay,
-	}
+	out := &outMsg{to: ref, cont: cont, policy: o.policy, oneWay: o.oneWay}
+	out.target.Kind, out.target.Id = ref.Kind, ref.ID
+	out.sender.Kind, out.sender.Id = e.en.ref.Kind, e.en.ref.ID
+	out.fence.Shard, out.fence.Epoch = e.en.shard.id, e.epoch
+	out.env = &out.envBuf
+	out.env.Target, out.env.RequestId, out.env.Metadata = &out.target, requestID, o.md
+	out.env.Sender, out.env.SenderFence, out.env.OneWay = &out.sender, &out.fence, o.oneWay
 	if err == nil && o.oneWay && cont != nil {
 		err = errors.New("AtMostOnce applies to Send: a Request waits for a reply")
 	}
@@ -1629,13 +1637,12 @@ func (e *entity) attempt(out *outMsg) {
 	if out.first.IsZero() {
 		out.first = now
 	}
+	// The outcome comes back as a contDone; a one-way message's reply, if
+	// any, is dropped: nobody waits for it.
 	gen, id, pid, root := e.gen, out.id, e.self, e.h.system.Root
-	done := func(rep *ordopb.Reply) { root.Send(pid, &contDone{gen: gen, id: id, rep: rep}) }
-	if out.oneWay {
-		done = func(*ordopb.Reply) {} // nobody waits: the reply, if any, is dropped
-	}
-	if out.err != nil {
-		done(errReply(out.env, out.err)) // delivered as a later message, never re-entrantly
+	if out.err != nil { // never one-way (outgoing)
+		// Delivered as a later message, never re-entrantly.
+		root.Send(pid, &contDone{gen: gen, id: id, rep: errReply(out.env, out.err)})
 		return
 	}
 	deadline := now.Add(e.h.cfg.RequestTimeout).UnixNano()
@@ -1657,17 +1664,30 @@ func (e *entity) attempt(out *outMsg) {
 		}
 		var after *writeDep
 		if out.dep > e.durable {
-			after = &writeDep{en: e.en, seq: out.dep}
+			if out.after.en == nil { // set once: an earlier attempt's receiver may read it
+				out.after = writeDep{en: e.en, seq: out.dep}
+			}
+			after = &out.after
+		}
+		done := func(*ordopb.Reply) {}
+		if !out.oneWay {
+			done = func(rep *ordopb.Reply) { root.Send(pid, &contDone{gen: gen, id: id, rep: rep}) }
 		}
 		e.h.submitLocal(env, msg, after, done)
 		return
 	}
 	sh, h := e.en.shard, e.h
 	ctx, cancel := context.WithTimeout(sh.ctx, h.cfg.RequestTimeout)
-	h.router.Route(ctx, env, shardSender{sh: sh, lease: h.deps.Lease}, func(rep *ordopb.Reply) {
-		cancel()
-		done(rep)
-	})
+	var done func(*ordopb.Reply)
+	if out.oneWay {
+		done = func(*ordopb.Reply) { cancel() }
+	} else {
+		done = func(rep *ordopb.Reply) {
+			cancel()
+			root.Send(pid, &contDone{gen: gen, id: id, rep: rep})
+		}
+	}
+	h.router.Route(ctx, env, shardSender{sh: sh, lease: h.deps.Lease}, done)
 }
 
 // shardSender is the Sender of an entity's messages: its shard's

@@ -597,19 +597,24 @@ func sameHash(a, b uint64) bool { return a == b || a == 0 || b == 0 }
 
 // replyOf builds the reply to request id from what a handler returned.
 func replyOf(id string, out proto.Message, herr error) (*ordopb.Reply, error) {
-	rep := &ordopb.Reply{RequestId: id}
 	if herr != nil {
-		rep.Error = handlerErrorProto(herr)
-		return rep, nil
+		return &ordopb.Reply{RequestId: id, Error: handlerErrorProto(herr)}, nil
 	}
-	if out != nil {
-		any, err := anypb.New(out)
-		if err != nil {
-			return nil, errf(ordopb.Code_CODE_INTERNAL, "encoding reply: %v", err)
-		}
-		rep.Payload = any
+	if out == nil {
+		return &ordopb.Reply{RequestId: id}, nil
 	}
-	return rep, nil
+	r := new(replyWithPayload)
+	if err := anypb.MarshalFrom(&r.payload, out, proto.MarshalOptions{}); err != nil {
+		return nil, errf(ordopb.Code_CODE_INTERNAL, "encoding reply: %v", err)
+	}
+	r.rep.RequestId, r.rep.Payload = id, &r.payload
+	return &r.rep, nil
+}
+
+// replyWithPayload is a reply and its payload, allocated together.
+type replyWithPayload struct {
+	rep     ordopb.Reply
+	payload anypb.Any
 }
 
 // begin readies the per-run buffers before a handler, hook or

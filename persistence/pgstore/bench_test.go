@@ -50,67 +50,134 @@ func processCPU(b *testing.B) time.Duration {
 // with the URL's options=-csynchronous_commit%3Doff to leave the flush
 // out).
 func BenchmarkSaveShapes(b *testing.B) {
+	f := newShapes(b)
+	for _, shape := range []string{"update", "append", "create", "insert"} {
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/records=%d", shape, n), func(b *testing.B) {
+				server0, ok := serverCPU(b, f.pid)
+				client0 := processCPU(b)
+				for b.Loop() {
+					f.save(f.batch(shape, n))
+				}
+				b.ReportMetric(float64((processCPU(b)-client0).Microseconds())/float64(b.N), "client-µs/op")
+				if server1, _ := serverCPU(b, f.pid); ok {
+					b.ReportMetric(float64((server1-server0).Microseconds())/float64(b.N), "server-µs/op")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkJournalCheck compares the journal statement with and without
+// its check of the journals against the statement's snapshot (the check
+// a Save makes only after a journal failed to continue, see the package's
+// journalSaveSQL): Saves of 16 appends, each in a shard of its own, in
+// alternating chunks of 100 on one connection. It reports the server
+// process's CPU per Save of each (checked-server-µs/op,
+// unchecked-server-µs/op) and their ratio (unchecked-ratio: unchecked ÷
+// checked).
+func BenchmarkJournalCheck(b *testing.B) {
+	f := newShapes(b)
+	const chunk = 100
+	var cpu [2]time.Duration // unchecked, checked
+	var saves [2]int
+	ctx := b.Context()
+	for round, total := 0, 0; total < b.N; round++ {
+		for k := range 2 {
+			v := k ^ round&1 // each goes first every other round
+			n := min(chunk, b.N-total)
+			if n == 0 {
+				break
+			}
+			server0, ok := serverCPU(b, f.pid)
+			if !ok {
+				b.Skip("the server's CPU cannot be read: it runs on another machine")
+			}
+			for range n {
+				out, err := pgstore.SaveJournal(ctx, f.s, f.batch("append", 16), v == 1)
+				require.NoError(b, err)
+				for sh, err := range out {
+					require.NoError(b, err, "shard %d", sh)
+				}
+			}
+			server1, _ := serverCPU(b, f.pid)
+			cpu[v] += server1 - server0
+			saves[v] += n
+			total += n
+		}
+	}
+	perSave := func(v int) float64 { return float64(cpu[v].Microseconds()) / float64(max(saves[v], 1)) }
+	b.ReportMetric(perSave(0), "unchecked-server-µs/op")
+	b.ReportMetric(perSave(1), "checked-server-µs/op")
+	if perSave(1) > 0 {
+		b.ReportMetric(perSave(0)/perSave(1), "unchecked-ratio")
+	}
+}
+
+// shapes is the store and entities the Save benchmarks write.
+type shapes struct {
+	b           *testing.B
+	s           *pgstore.Store
+	pid         int // of the server process serving the store's connection
+	data, event []byte
+	seqs        []uint64
+	next, fresh int
+}
+
+// newShapes opens a one-connection store with 10,000 entities in 256
+// shards, as a busy host's store holds them.
+func newShapes(b *testing.B) *shapes {
 	ctx := b.Context()
 	cfg := pgstore.DefaultConfig()
 	cfg.URL, cfg.Schema, cfg.MaxConns = pgtest.URL(b), pgtest.Schema(b), 1
 	s, err := pgstore.Open(ctx, cfg)
 	require.NoError(b, err)
-	defer s.Close()
+	b.Cleanup(func() { _ = s.Close() })
 	const shards, entities = 256, 10_000
 	for sh := range uint32(shards) {
 		require.NoError(b, s.Fence(ctx, sh, 1))
 	}
 	pid, err := pgstore.BackendPID(ctx, s)
 	require.NoError(b, err)
-	data, event := make([]byte, 600), make([]byte, 90) // about a bank account's record and event
-	id := func(i int) string { return fmt.Sprintf("entity-%06d", i) }
-	save := func(recs []persistence.Record) {
-		out, err := s.Save(ctx, recs)
-		require.NoError(b, err)
-		for sh, err := range out {
-			require.NoError(b, err, "shard %d", sh)
-		}
-	}
+	f := &shapes{b: b, s: s, pid: pid, data: make([]byte, 600), event: make([]byte, 90), // about a bank account's record and event
+		seqs: make([]uint64, entities)}
 	for i := 0; i < entities; i += 250 {
 		recs := make([]persistence.Record, 0, 250)
 		for j := i; j < i+250; j++ {
-			recs = append(recs, persistence.Record{Kind: "bench", ID: id(j), Shard: uint32(j % shards), Epoch: 1, Data: data})
+			recs = append(recs, persistence.Record{Kind: "bench", ID: f.id(j), Shard: uint32(j % shards), Epoch: 1, Data: f.data})
 		}
-		save(recs)
+		f.save(recs)
 	}
-	seqs := make([]uint64, entities)
-	next, fresh := 0, 0
-	batch := func(shape string, n int) []persistence.Record {
-		recs := make([]persistence.Record, n)
-		for k := range recs {
-			// Consecutive entities: distinct shards within a batch.
-			next = (next + 1) % entities
-			r := persistence.Record{Kind: "bench", ID: id(next), Shard: uint32(next % shards), Epoch: 1, Data: data}
-			switch shape {
-			case "append":
-				seqs[next]++
-				r.Events = []persistence.Event{{Seq: seqs[next], Data: event}}
-			case "create", "insert":
-				fresh++
-				r.Kind, r.ID, r.Create = "new", fmt.Sprintf("new-%d", fresh), shape == "create"
-			}
-			recs[k] = r
+	return f
+}
+
+func (f *shapes) id(i int) string { return fmt.Sprintf("entity-%06d", i) }
+
+func (f *shapes) save(recs []persistence.Record) {
+	out, err := f.s.Save(f.b.Context(), recs)
+	require.NoError(f.b, err)
+	for sh, err := range out {
+		require.NoError(f.b, err, "shard %d", sh)
+	}
+}
+
+// batch returns the next n records of a shape (see BenchmarkSaveShapes):
+// consecutive entities, in distinct shards.
+func (f *shapes) batch(shape string, n int) []persistence.Record {
+	const shards = 256
+	recs := make([]persistence.Record, n)
+	for k := range recs {
+		f.next = (f.next + 1) % len(f.seqs)
+		r := persistence.Record{Kind: "bench", ID: f.id(f.next), Shard: uint32(f.next % shards), Epoch: 1, Data: f.data}
+		switch shape {
+		case "append":
+			f.seqs[f.next]++
+			r.Events = []persistence.Event{{Seq: f.seqs[f.next], Data: f.event}}
+		case "create", "insert":
+			f.fresh++
+			r.Kind, r.ID, r.Create = "new", fmt.Sprintf("new-%d", f.fresh), shape == "create"
 		}
-		return recs
+		recs[k] = r
 	}
-	for _, shape := range []string{"update", "append", "create", "insert"} {
-		for _, n := range []int{1, 16} {
-			b.Run(fmt.Sprintf("%s/records=%d", shape, n), func(b *testing.B) {
-				server0, ok := serverCPU(b, pid)
-				client0 := processCPU(b)
-				for b.Loop() {
-					save(batch(shape, n))
-				}
-				b.ReportMetric(float64((processCPU(b)-client0).Microseconds())/float64(b.N), "client-µs/op")
-				if server1, _ := serverCPU(b, pid); ok {
-					b.ReportMetric(float64((server1-server0).Microseconds())/float64(b.N), "server-µs/op")
-				}
-			})
-		}
-	}
+	return recs
 }

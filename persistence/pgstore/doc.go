@@ -77,15 +77,21 @@
 // DeleteEventsBefore asks, keeping each journal's last event: rows below
 // the bound go, and a row the bound cuts keeps its place with its leading
 // events marked deleted (skip), which reads pass over. The entity's row
-// keeps where its journal ends (jend), and the statement reads it from
-// its snapshot, which is taken before the locks are granted. If another
-// Save under the same epoch appended to the same journal after it was
-// taken, the insert fails on the primary key (both rows start where the
-// snapshot's journal ended); and because that Save may also have deleted
-// the rows it appended, the upsert checks jend against the record's first
-// event again under the row's lock, on the row's latest version. Either
-// failure writes nothing, and Save runs the statement once more, whose
-// check then refuses the shard with a SequenceError.
+// keeps where its journal ends (jend), and the upsert checks each
+// record's first event against it under the row's lock, on the row's
+// latest version (a journal that a record's insert starts must start at
+// 1). A record that does not continue its journal fails the whole
+// statement, writing nothing: that is a fault, so Save then runs the
+// statement again with a check that reads each journal's end from the
+// statement's snapshot first and refuses only the shards whose journals
+// do not continue, with a SequenceError, writing the rest. Saves without
+// faults skip that read (about a tenth of the server's CPU for a Save of
+// 16 appends). The snapshot is taken before the locks are granted: if
+// another Save under the same epoch appended to the same journal after
+// it was taken, the insert fails on the primary key (both rows start where
+// the snapshot's journal ended), or the upsert's check fails (that Save
+// may also have deleted the rows it appended); Save runs the statement
+// once more, whose check then refuses the shard.
 //
 // The lock makes Saves that touch one shard's journals commit one at a
 // time, in the order they number their rows: within a shard, pos is

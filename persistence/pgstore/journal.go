@@ -19,30 +19,42 @@ import (
 // KEY UPDATE rather than FOR SHARE, so that Saves of one shard that touch
 // journals commit one at a time, in the order they take the lock; it
 // checks, per record with events, that the first continues the journal
-// (head, bad), and writes a shard only when every record of it does (and
-// checks it again under the entity row's lock, see jend below); it
-// inserts each record's events as one row (rows.go), numbering each
-// shard's rows from the fence row's jpos on and moving jpos past them
-// (ev, ins, adv); and it deletes the events records ask to delete: rows
-// all of whose events go (del), and the leading events of a row cut by
-// the bound (cut, which raises the row's skip).
+// (jend, below); it inserts each record's events as one row (rows.go),
+// numbering each shard's rows from the fence row's jpos on and moving
+// jpos past them (ev, ins, adv); and it deletes the events records ask to
+// delete: rows all of whose events go (del), and the leading events of a
+// row cut by the bound (cut, which raises the row's skip).
 //
 // The entity's row carries where its journal ends (jend: the last Seq of
-// its events, 0 without), which every Save that appends moves on. head
-// reads it from the statement's snapshot: a lookup of the row by its key,
-// cheaper than finding the journal's last event row (a backward scan of
-// the events' key and a read of the row it finds: a fifth to a third of
-// the PostgreSQL CPU of a Save of 64 appends). That snapshot is taken
-// before the fence locks are granted. A Save of the same shard under the
-// same epoch (confused writers: the runtime never runs two) can commit in
-// between, appending the very Seqs this one is about to append and then
-// deleting them again: the snapshot check passes and no stored row
-// collides. So the upsert, which updates the row's latest version under
-// its lock, checks again that jend is where this record's events start;
-// when it is not, it sets jend to -1, which the column's constraint
-// (journalContinues) refuses, failing the statement with nothing written
-// (saveJournal then runs it again, with a snapshot that shows the other
-// Save).
+// its events, 0 without), which every Save that appends moves on. The
+// upsert checks it under the row's lock, on the row's latest version: a
+// record whose events do not start right after jend sets jend to -1,
+// which the column's constraint (journalContinues) refuses. A record that
+// inserts its entity's row must start its journal at 1: one that starts
+// later is inserted with its epoch negated (the proposed row passes the
+// table's constraints before the upsert knows whether it inserts, so the
+// mark cannot be a refused value), and adv sets its shard's jpos to -1,
+// which fences' constraint (journalStarts) refuses; an update turns the
+// epoch positive again. Either fails the statement with nothing written.
+// That is the check every Save makes, at little cost beyond the upsert it
+// makes anyway.
+//
+// A journal that does not continue is a fault (a runtime that lost track
+// of its entity's journal, confused writers), so the failure of the whole
+// batch is left to it: saveJournal then runs the statement again with
+// checkJournals, whose head reads each journal's end from the statement's
+// snapshot (a lookup of the entity row by its key, cheaper than finding
+// the journal's last event row) and whose bad refuses the shards of the
+// records that do not continue theirs (SequenceError), writing the rest.
+// Without checkJournals a Save of 16 appends costs PostgreSQL about a
+// tenth less CPU (BenchmarkJournalCheck). The snapshot is taken before
+// the fence locks are granted: a Save of the same shard under the same
+// epoch can commit in between, appending the very Seqs this one is about
+// to append and then deleting them again, so the snapshot check passes
+// and no stored row collides; the upsert's check catches it, and
+// saveJournal runs the statement once more, with a snapshot that shows
+// the other Save. The deletes read head too: a batch with deletes runs
+// with checkJournals at once.
 //
 // The check of creations (dup) and the deletes (del) are left out of the
 // statement when v says the batch has none: each costs PostgreSQL
@@ -62,6 +74,22 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 	CROSS JOIN LATERAL (SELECT 1 FROM `+entities+` AS x WHERE x.kind = r.kind AND x.id = r.id LIMIT 1) AS e
 	WHERE r.isnew
 	ORDER BY r.shard, r.ord`)
+	// head and bad, the check against the snapshot, and the report of
+	// the record that fails it. The deletes need head too.
+	head, notBad, badCols, badJoin := "", "", "NULL::text, NULL::text, NULL::bigint, NULL::bigint", ""
+	if v&(checkJournals|withDeletes) != 0 {
+		head = `
+), head AS MATERIALIZED (
+	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
+		coalesce((SELECT x.jend FROM ` + entities + ` x WHERE x.kind = r.kind AND x.id = r.id), 0) AS stored
+	FROM r WHERE r.first > 0 OR r.del > 0
+), bad AS MATERIALIZED (
+	SELECT DISTINCT ON (shard) shard, kind, id, first, stored FROM head
+	WHERE first > 0 AND first <> stored + 1
+	ORDER BY shard, ord`
+		notBad = " AND req.shard NOT IN (SELECT shard FROM bad)"
+		badCols, badJoin = "bad.kind, bad.id, bad.first, bad.stored", " LEFT JOIN bad ON bad.shard = req.shard"
+	}
 	del, delCount := "", "0::bigint"
 	if v&withDeletes != 0 {
 		// The bound keeps the journal's last event; rows inserted by this
@@ -89,29 +117,21 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 	SELECT shard, epoch, jpos FROM ` + fences + ` WHERE shard = ANY($1::bigint[]) ORDER BY shard FOR NO KEY UPDATE
 ), r AS MATERIALIZED (
 	SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[], $14::bigint[], $15::bool[])
-		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)` + dup + `
-), head AS MATERIALIZED (
-	SELECT r.ord, r.shard, r.kind, r.id, r.first, r.last, r.del,
-		coalesce((SELECT x.jend FROM ` + entities + ` x WHERE x.kind = r.kind AND x.id = r.id), 0) AS stored
-	FROM r WHERE r.first > 0 OR r.del > 0
-), bad AS MATERIALIZED (
-	SELECT DISTINCT ON (shard) shard, kind, id, first, stored FROM head
-	WHERE first > 0 AND first <> stored + 1
-	ORDER BY shard, ord
+		WITH ORDINALITY AS r(kind, id, shard, epoch, data, first, last, del, due, isnew, ord)` + dup + head + `
 ), ok AS MATERIALIZED (
 	SELECT req.shard, f.jpos FROM req JOIN f ON f.shard = req.shard AND f.epoch = req.epoch
-	WHERE req.shard NOT IN (SELECT shard FROM bad)` + notDup + `
+	WHERE true` + notBad + notDup + `
 ), w AS (
 	INSERT INTO ` + entities + ` AS e (kind, id, shard, epoch, data, due, jend)
-	SELECT r.kind, r.id, r.shard, r.epoch, r.data, r.due, r.last FROM r
+	SELECT r.kind, r.id, r.shard, CASE WHEN r.first > 1 THEN -r.epoch ELSE r.epoch END, r.data, r.due, r.last FROM r
 	WHERE r.shard IN (SELECT shard FROM ok)
 	ORDER BY r.ord
-	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = excluded.epoch, data = excluded.data, due = excluded.due,
+	ON CONFLICT (kind, id) DO UPDATE SET shard = excluded.shard, epoch = abs(excluded.epoch), data = excluded.data, due = excluded.due,
 		jend = CASE
 			WHEN excluded.jend = 0 THEN e.jend
 			WHEN (e.kind, e.id, e.jend + 1) IN (SELECT kind, id, first FROM r) THEN excluded.jend
 			ELSE -1 END
-	RETURNING 1
+	RETURNING e.shard, e.epoch
 ), ev AS MATERIALIZED (
 	SELECT r.kind, r.id, x.seq, r.shard, ok.jpos + row_number() OVER (PARTITION BY r.shard ORDER BY x.ord) AS pos, x.data, x.n
 	FROM unnest($11::bigint[], $12::bigint[], $13::bytea[], $16::bigint[]) WITH ORDINALITY AS x(rec, seq, data, n, ord)
@@ -122,14 +142,14 @@ func journalSaveSQL(fences, entities, events string, v saveVariant) string {
 	SELECT kind, id, seq, shard, pos, data, n::integer FROM ev ORDER BY kind, id, seq
 	RETURNING 1
 ), adv AS (
-	UPDATE ` + fences + ` AS fe SET jpos = m.pos
+	UPDATE ` + fences + ` AS fe SET jpos = CASE WHEN fe.shard IN (SELECT shard FROM w WHERE epoch < 0) THEN -1 ELSE m.pos END
 	FROM (SELECT shard, max(pos) AS pos FROM ev GROUP BY shard) m
 	WHERE fe.shard = m.shard
 	RETURNING 1` + del + `
 )
-SELECT req.shard, f.epoch, bad.kind, bad.id, bad.first, bad.stored, ` + dupCols + `,
+SELECT req.shard, f.epoch, ` + badCols + `, ` + dupCols + `,
 	(SELECT count(*) FROM w), (SELECT count(*) FROM ins), (SELECT count(*) FROM adv), ` + delCount + `
-FROM req LEFT JOIN f ON f.shard = req.shard LEFT JOIN bad ON bad.shard = req.shard` + dupJoin
+FROM req LEFT JOIN f ON f.shard = req.shard` + badJoin + dupJoin
 }
 
 // feedSQL reads the next event rows of a kind: for each shard (every
@@ -163,6 +183,15 @@ ORDER BY top.pos, top.shard`
 func (s *Store) saveJournal(ctx context.Context, recs []persistence.Record, outcome map[uint32]error) (map[uint32]error, error) {
 	b := newJournalBatch(recs)
 	err := s.runJournal(ctx, b, outcome)
+	if isStaleJournal(err) && b.variant&checkJournals == 0 {
+		// A journal did not continue where the record's events start,
+		// or another Save appended to it concurrently: the statement
+		// without the snapshot check failed as a whole, writing nothing.
+		// Run it with the check, which refuses the shards whose journals
+		// do not continue (SequenceError) and writes the rest.
+		b.variant |= checkJournals
+		err = s.runJournal(ctx, b, outcome)
+	}
 	if isStaleJournal(err) {
 		// Another Save under the same epoch appended to one of these
 		// journals after this statement's snapshot was taken: the
@@ -186,6 +215,10 @@ func (s *Store) saveJournal(ctx context.Context, recs []persistence.Record, outc
 // journal check trips (journalSaveSQL).
 const journalContinues = "entities_journal_continues"
 
+// journalStarts names the constraint on fences.jpos that a journal
+// starting after 1 in a row the statement inserts trips (journalSaveSQL).
+const journalStarts = "fences_jpos_check"
+
 // isStaleJournal reports whether err is a journal Save's failure on a
 // journal appended to after its snapshot (see journalSaveSQL).
 func isStaleJournal(err error) bool {
@@ -194,7 +227,7 @@ func isStaleJournal(err error) bool {
 		return false
 	}
 	return pe.Code == "23505" && pe.ConstraintName == "events_pkey" ||
-		pe.Code == "23514" && pe.ConstraintName == journalContinues
+		pe.Code == "23514" && (pe.ConstraintName == journalContinues || pe.ConstraintName == journalStarts)
 }
 
 // journalBatch is a batch as journalSaveSQL takes it.
@@ -228,6 +261,9 @@ func newJournalBatch(recs []persistence.Record) *journalBatch {
 		b.order[i] = i
 	}
 	b.variant = variantOf(recs)
+	if b.variant&withDeletes != 0 {
+		b.variant |= checkJournals // the deletes read head: the check costs nothing more
+	}
 	// Key order, as the plain statement, so that concurrent batches lock
 	// entity rows in the same order.
 	slices.SortFunc(b.order, func(x, y int) int {

@@ -240,7 +240,7 @@ RETURNING f.epoch`,
 		dueSQL:       dueSQL(entities),
 	}
 	for v := range saveVariant(len(s.saveSQL)) {
-		s.saveSQL[v] = saveSQL(fences, entities, v)
+		s.saveSQL[v] = saveSQL(fences, entities, v&^checkJournals) // the plain statement has no journals
 		s.journalSaveSQL[v] = journalSaveSQL(fences, entities, events, v)
 	}
 	return s
@@ -248,14 +248,17 @@ RETURNING f.epoch`,
 
 // saveVariant says which optional parts a Save statement needs, as bits:
 // the check of records written as new (Record.Create), the deletes of
-// events (Record.DeleteEventsBefore). Each combination is a statement of
-// its own (pgx prepares each once per connection), indexed by the
-// variant.
+// events (Record.DeleteEventsBefore), and, in the journal statement, the
+// check of each journal's continuation against the statement's snapshot
+// (checkJournals: a Save runs without it first, see saveJournal). Each
+// combination is a statement of its own (pgx prepares each once per
+// connection), indexed by the variant.
 type saveVariant uint8
 
 const (
 	withCreates saveVariant = 1 << iota
 	withDeletes
+	checkJournals
 	saveVariants // the number of variants
 )
 

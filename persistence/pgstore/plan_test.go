@@ -102,11 +102,14 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
 	require.NoError(t, err)
-	plain, journal := pgstore.SaveSQL(schema)
+	plain, journal, checked := pgstore.SaveSQL(schema)
 	_, err = conn.Exec(ctx, `PREPARE save(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bool[]) AS `+plain)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `PREPARE save_journal(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bigint[], bigint[],
 		bigint[], bigint[], bytea[], bigint[], bool[], bigint[]) AS `+journal)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `PREPARE save_checked(bigint[], bigint[], text[], text[], bigint[], bigint[], bytea[], bigint[], bigint[], bigint[],
+		bigint[], bigint[], bytea[], bigint[], bool[], bigint[]) AS `+checked)
 	require.NoError(t, err)
 	explain := func(stmt string) string {
 		var b strings.Builder
@@ -124,11 +127,13 @@ func TestSaveChecksCreationsByKeyWithPlanOfEmptyTable(t *testing.T) {
 		savePlain   = `EXECUTE save('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{0,0}', '{t,t}')`
 		saveJournal = `EXECUTE save_journal('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{1,1}', '{1,1}', '{0,0}',
 			'{1,2}', '{1,1}', '{"",""}', '{0,0}', '{t,t}', '{1,1}')`
+		saveChecked = `EXECUTE save_checked('{1}', '{1}', '{k,k}', '{x-1,new}', '{1,1}', '{1,1}', '{"",""}', '{1,1}', '{1,1}', '{0,0}',
+			'{1,2}', '{1,1}', '{"",""}', '{0,0}', '{t,t}', '{1,1}')`
 	)
 	// The generic plans, made on the empty table, are checked at once and
 	// again once the table has grown (see the test above).
 	check := func() {
-		for _, stmt := range []string{savePlain, saveJournal} {
+		for _, stmt := range []string{savePlain, saveJournal, saveChecked} {
 			plan := explain(stmt)
 			require.NotContains(t, plan, "Seq Scan on entities", "a Save of two records scans the table:\n%s", plan)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/ordo-actors/ordo/proto/testpb"
@@ -255,11 +256,10 @@ func BenchmarkForward(b *testing.B) {
 
 // waitAdds waits until the harness's counters applied n Adds.
 func waitAdds(b *testing.B, h *harness, n int64) {
-	deadline := time.Now().Add(30 * time.Second)
-	for h.n.adds.Load() < n {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d forwarded adds applied", h.n.adds.Load(), n)
+	testutil.Eventually(b, 30*time.Second, 100*time.Microsecond, func() error {
+		if got := h.n.adds.Load(); got < n {
+			return fmt.Errorf("%d of %d forwarded adds applied", got, n)
 		}
-		time.Sleep(100 * time.Microsecond)
-	}
+		return nil
+	})
 }

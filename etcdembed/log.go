@@ -1,15 +1,18 @@
 package etcdembed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	"github.com/ordo-actors/ordo/internal/zapslog"
 	"github.com/soheilhy/cmux"
+	etcderrors "go.etcd.io/etcd/server/v3/etcdserver/errors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -77,6 +80,17 @@ var shutdownMsgs = map[string]bool{
 	"stopped secure grpc server due to error":       true,
 }
 
+// stopMsgs are the warnings etcd logs when it closes while a request of
+// its own is in flight: the cluster version a new leader sets, some time
+// after it is elected (a member closed soon after it started). The
+// request fails with the server's context, which the close cancels, or
+// with the server stopped. They are benign exactly when the member is
+// closing and the error says so.
+var stopMsgs = map[string]bool{
+	"failed to update cluster version":                   true,
+	"aborting cluster version update; server is stopped": true,
+}
+
 // benign reports whether e is one of the expected messages above.
 func (ml *memberLog) benign(e zapcore.Entry, fields []zapcore.Field) bool {
 	switch {
@@ -85,22 +99,23 @@ func (ml *memberLog) benign(e zapcore.Entry, fields []zapcore.Field) bool {
 	case e.Message == msgSinglePort, e.Message == msgSimpleToken:
 		return true
 	case shutdownMsgs[e.Message] && ml.closing.Load():
-		return closedError(fields)
+		return onlyErrors(fields, net.ErrClosed, http.ErrServerClosed, cmux.ErrServerClosed, grpc.ErrServerStopped)
+	case stopMsgs[e.Message] && ml.closing.Load():
+		return onlyErrors(fields, context.Canceled, etcderrors.ErrCanceled, etcderrors.ErrStopped)
 	}
 	return false
 }
 
-// closedError reports whether fields carry an error, and every error they
-// carry says a listener or server was closed.
-func closedError(fields []zapcore.Field) bool {
+// onlyErrors reports whether fields carry an error, and every error they
+// carry is one of targets (errors.Is).
+func onlyErrors(fields []zapcore.Field, targets ...error) bool {
 	found := false
 	for _, f := range fields {
 		if f.Type != zapcore.ErrorType {
 			continue
 		}
 		err, ok := f.Interface.(error)
-		if !ok || !(errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) ||
-			errors.Is(err, cmux.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped)) {
+		if !ok || !slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) }) {
 			return false
 		}
 		found = true

@@ -57,7 +57,7 @@ func BenchmarkSaveShapes(b *testing.B) {
 				server0, ok := serverCPU(b, f.pid)
 				client0 := processCPU(b)
 				for b.Loop() {
-					f.save(f.batch(shape, n))
+					f.save(b, f.batch(shape, n))
 				}
 				b.ReportMetric(float64((processCPU(b)-client0).Microseconds())/float64(b.N), "client-µs/op")
 				if server1, _ := serverCPU(b, f.pid); ok {
@@ -95,10 +95,7 @@ func BenchmarkJournalCheck(b *testing.B) {
 			}
 			for range n {
 				out, err := pgstore.SaveJournal(ctx, f.s, f.batch("append", 16), v == 1)
-				require.NoError(b, err)
-				for sh, err := range out {
-					require.NoError(b, err, "shard %d", sh)
-				}
+				requireSaved(b, out, err)
 			}
 			server1, _ := serverCPU(b, f.pid)
 			cpu[v] += server1 - server0
@@ -114,9 +111,12 @@ func BenchmarkJournalCheck(b *testing.B) {
 	}
 }
 
+// The Save benchmarks' entities and the shards they are spread over, as
+// a busy host's store holds them.
+const shapeEntities, shapeShards = 10_000, 256
+
 // shapes is the store and entities the Save benchmarks write.
 type shapes struct {
-	b           *testing.B
 	s           *pgstore.Store
 	pid         int // of the server process serving the store's connection
 	data, event []byte
@@ -124,8 +124,8 @@ type shapes struct {
 	next, fresh int
 }
 
-// newShapes opens a one-connection store with 10,000 entities in 256
-// shards, as a busy host's store holds them.
+// newShapes opens a one-connection store holding the benchmarks'
+// entities.
 func newShapes(b *testing.B) *shapes {
 	ctx := b.Context()
 	cfg := pgstore.DefaultConfig()
@@ -133,42 +133,45 @@ func newShapes(b *testing.B) *shapes {
 	s, err := pgstore.Open(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
-	const shards, entities = 256, 10_000
-	for sh := range uint32(shards) {
+	for sh := range uint32(shapeShards) {
 		require.NoError(b, s.Fence(ctx, sh, 1))
 	}
 	pid, err := pgstore.BackendPID(ctx, s)
 	require.NoError(b, err)
-	f := &shapes{b: b, s: s, pid: pid, data: make([]byte, 600), event: make([]byte, 90), // about a bank account's record and event
-		seqs: make([]uint64, entities)}
-	for i := 0; i < entities; i += 250 {
+	f := &shapes{s: s, pid: pid, data: make([]byte, 600), event: make([]byte, 90), // about a bank account's record and event
+		seqs: make([]uint64, shapeEntities)}
+	for i := 0; i < shapeEntities; i += 250 {
 		recs := make([]persistence.Record, 0, 250)
 		for j := i; j < i+250; j++ {
-			recs = append(recs, persistence.Record{Kind: "bench", ID: f.id(j), Shard: uint32(j % shards), Epoch: 1, Data: f.data})
+			recs = append(recs, persistence.Record{Kind: "bench", ID: f.id(j), Shard: uint32(j % shapeShards), Epoch: 1, Data: f.data})
 		}
-		f.save(recs)
+		f.save(b, recs)
 	}
 	return f
 }
 
 func (f *shapes) id(i int) string { return fmt.Sprintf("entity-%06d", i) }
 
-func (f *shapes) save(recs []persistence.Record) {
-	out, err := f.s.Save(f.b.Context(), recs)
-	require.NoError(f.b, err)
+func (f *shapes) save(b *testing.B, recs []persistence.Record) {
+	out, err := f.s.Save(b.Context(), recs)
+	requireSaved(b, out, err)
+}
+
+// requireSaved fails b unless a Save succeeded for every shard.
+func requireSaved(b *testing.B, out map[uint32]error, err error) {
+	require.NoError(b, err)
 	for sh, err := range out {
-		require.NoError(f.b, err, "shard %d", sh)
+		require.NoError(b, err, "shard %d", sh)
 	}
 }
 
 // batch returns the next n records of a shape (see BenchmarkSaveShapes):
 // consecutive entities, in distinct shards.
 func (f *shapes) batch(shape string, n int) []persistence.Record {
-	const shards = 256
 	recs := make([]persistence.Record, n)
 	for k := range recs {
 		f.next = (f.next + 1) % len(f.seqs)
-		r := persistence.Record{Kind: "bench", ID: f.id(f.next), Shard: uint32(f.next % shards), Epoch: 1, Data: f.data}
+		r := persistence.Record{Kind: "bench", ID: f.id(f.next), Shard: uint32(f.next % shapeShards), Epoch: 1, Data: f.data}
 		switch shape {
 		case "append":
 			f.seqs[f.next]++

@@ -220,7 +220,9 @@ const journalContinues = "entities_journal_continues"
 const journalStarts = "fences_jpos_check"
 
 // isStaleJournal reports whether err is a journal Save's failure on a
-// journal appended to after its snapshot (see journalSaveSQL).
+// journal its records do not continue: one that starts after 1, or does
+// not go on where the stored journal ends, or was appended to after the
+// statement's snapshot (see journalSaveSQL). The statement wrote nothing.
 func isStaleJournal(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordo-actors/ordo/persistence"
@@ -78,37 +79,53 @@ func BenchmarkSaveShapes(b *testing.B) {
 // checked).
 func BenchmarkJournalCheck(b *testing.B) {
 	f := newShapes(b)
-	const chunk = 100
-	var cpu [2]time.Duration // unchecked, checked
-	var saves [2]int
 	ctx := b.Context()
+	perSave := alternate(b, [2]int{f.pid, f.pid}, func(v, _ int) {
+		out, err := pgstore.SaveJournal(ctx, f.s, f.batch("append", 16), v == 1)
+		requireSaved(b, out, err)
+	})
+	b.ReportMetric(perSave[0], "unchecked-server-µs/op")
+	b.ReportMetric(perSave[1], "checked-server-µs/op")
+	if perSave[1] > 0 {
+		b.ReportMetric(perSave[0]/perSave[1], "unchecked-ratio")
+	}
+}
+
+// alternate runs b.N operations of two variants in alternating chunks of
+// 100, each variant first every other round, and returns the CPU per
+// operation of the server process serving each (pids[v]), in µs: run(v,
+// i) makes operation i, of variant v. It skips b where the server's CPU
+// cannot be read.
+func alternate(b *testing.B, pids [2]int, run func(v, i int)) [2]float64 {
+	const chunk = 100
+	var cpu [2]time.Duration
+	var ops [2]int
+	b.ResetTimer()
 	for round, total := 0, 0; total < b.N; round++ {
 		for k := range 2 {
-			v := k ^ round&1 // each goes first every other round
+			v := k ^ round&1
 			n := min(chunk, b.N-total)
 			if n == 0 {
 				break
 			}
-			server0, ok := serverCPU(b, f.pid)
+			server0, ok := serverCPU(b, pids[v])
 			if !ok {
 				b.Skip("the server's CPU cannot be read: it runs on another machine")
 			}
-			for range n {
-				out, err := pgstore.SaveJournal(ctx, f.s, f.batch("append", 16), v == 1)
-				requireSaved(b, out, err)
+			for i := range n {
+				run(v, total+i)
 			}
-			server1, _ := serverCPU(b, f.pid)
+			server1, _ := serverCPU(b, pids[v])
 			cpu[v] += server1 - server0
-			saves[v] += n
+			ops[v] += n
 			total += n
 		}
 	}
-	perSave := func(v int) float64 { return float64(cpu[v].Microseconds()) / float64(max(saves[v], 1)) }
-	b.ReportMetric(perSave(0), "unchecked-server-µs/op")
-	b.ReportMetric(perSave(1), "checked-server-µs/op")
-	if perSave(1) > 0 {
-		b.ReportMetric(perSave(0)/perSave(1), "unchecked-ratio")
+	var per [2]float64
+	for v := range per {
+		per[v] = float64(cpu[v].Microseconds()) / float64(max(ops[v], 1))
 	}
+	return per
 }
 
 // The Save benchmarks' entities and the shards they are spread over, as
@@ -183,4 +200,58 @@ func (f *shapes) batch(shape string, n int) []persistence.Record {
 		recs[k] = r
 	}
 	return recs
+}
+
+// BenchmarkLargeRecords measures the Save of one record the size of a
+// dedup window (pgstore.DedupWindow, about 9.5 KiB) on the schema as Open
+// leaves it (kept in the row up to 4 KiB compressed, lz4 where the server
+// has it) beside the same on a schema set back to PostgreSQL's defaults
+// (moved to the TOAST table above about 2 KiB, compressed with the
+// server's default_toast_compression, pglz unless configured), in
+// alternating chunks of 100 Saves, each first every other round. Each
+// Save rewrites one of 64 records, in shards of their own, with new data.
+// It reports the server process's CPU per Save of each
+// (schema-server-µs/op, defaults-server-µs/op), their ratio
+// (schema-ratio: schema ÷ defaults) and the difference per record
+// (saved-server-µs/record).
+func BenchmarkLargeRecords(b *testing.B) {
+	ctx := b.Context()
+	url := pgtest.URL(b)
+	var stores [2]*pgstore.Store
+	var pids [2]int
+	for k := range stores {
+		cfg := pgstore.DefaultConfig()
+		cfg.URL, cfg.Schema, cfg.MaxConns = url, pgtest.Schema(b), 1
+		s, err := pgstore.Open(ctx, cfg)
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = s.Close() })
+		if k == 1 {
+			for _, table := range []string{"entities", "events"} {
+				t := pgx.Identifier{cfg.Schema, table}.Sanitize()
+				require.NoError(b, pgstore.Exec(ctx, s, `ALTER TABLE `+t+` RESET (toast_tuple_target), ALTER COLUMN data SET COMPRESSION default`))
+			}
+		}
+		for sh := range uint32(64) {
+			require.NoError(b, s.Fence(ctx, sh, 1))
+		}
+		stores[k] = s
+		pids[k], err = pgstore.BackendPID(ctx, s)
+		require.NoError(b, err)
+	}
+	save := func(k, i int) {
+		out, err := stores[k].Save(ctx, []persistence.Record{{Kind: "bench", ID: fmt.Sprintf("entity-%02d", i%64),
+			Shard: uint32(i % 64), Epoch: 1, Data: pgstore.DedupWindow(uint64(i))}})
+		requireSaved(b, out, err)
+	}
+	for i := range 64 { // every record exists: each Save below rewrites one
+		save(0, i)
+		save(1, i)
+	}
+	perSave := alternate(b, pids, save)
+	b.ReportMetric(perSave[0], "schema-server-µs/op")
+	b.ReportMetric(perSave[1], "defaults-server-µs/op")
+	if perSave[1] > 0 {
+		b.ReportMetric(perSave[0]/perSave[1], "schema-ratio")
+	}
+	b.ReportMetric(perSave[1]-perSave[0], "saved-server-µs/record")
 }

@@ -6,9 +6,12 @@
 // Open creates, in Config.Schema, four tables and records the schema
 // version (upgrading version 1, which had no journal, version 2, which had
 // no reminder index, version 3, which kept one event per row, version 4,
-// which kept no journal's end on its entity's row, and version 5, whose
+// which kept no journal's end on its entity's row, version 5, whose
 // entities table filled its pages: the upgrade sets the fillfactor, which
-// pages written from then on follow); it is
+// pages written from then on follow, and version 6, which compressed large
+// values with the server's default and moved them out of the row above
+// about 2 KiB: values written from then on follow the new settings, those
+// written before read as they are); it is
 // idempotent, and concurrent Opens are serialised by a transaction-scoped
 // advisory lock. A database whose schema version is newer than this code's
 // SchemaVersion is refused with ErrSchemaTooNew: upgrade every process
@@ -27,6 +30,16 @@
 //	          data bytea, n integer, skip integer,
 //	          primary key (kind, id, seq),
 //	          unique index events_feed (kind, shard, pos))
+//
+// Both tables keep a data value in its row up to 4 KiB once compressed
+// (toast_tuple_target 4096; PostgreSQL's default moves values out of the
+// row, into the table's TOAST table, above about 2 KiB), and compress new
+// values with lz4 where the server has it (PostgreSQL 14 and later, built
+// with lz4; otherwise with the server's default, pglz). The large record
+// a busy entity rewrites is its dedup record, its whole dedup window
+// (about 9.5 KiB at the default 128 replies, 2.3 KiB compressed): kept in
+// the row and compressed with lz4, its write costs PostgreSQL a fraction
+// of the CPU (BenchmarkLargeRecords).
 //
 // # Fencing
 //

@@ -2,6 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 
 	"github.com/ordo-actors/ordo/persistence"
 )
@@ -51,4 +54,26 @@ func SaveJournal(ctx context.Context, s *Store, recs []persistence.Record, check
 	}
 	outcome := make(map[uint32]error, len(b.want))
 	return outcome, s.runJournal(ctx, b, outcome)
+}
+
+// DedupWindow returns data of the size and make of an entity's dedup
+// record at the default window: 128 replies, each a request ID, a reply
+// (its type and a balance) and a fingerprint, about 9.5 KiB that
+// compress to about 2.5 KiB. seed varies the IDs, balances and
+// fingerprints.
+func DedupWindow(seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	steps := [...]string{"debit", "forget-from", "credit", "forget-to"}
+	var b []byte
+	for i := range 128 {
+		id := fmt.Sprintf("lab-18eed59af50d4b48-%d:%s", seed*1000+uint64(i/2), steps[i%4])
+		b = append(b, 0x22, byte(len(id)+30))
+		b = append(b, 0x0a, byte(len(id)))
+		b = append(b, id...)
+		b = append(b, 0x12, 0x18, 0x12, 0x16, 0x0a, 0x14)
+		b = append(b, "ordo.bank.v1.Balance"...)
+		b = append(b, 0x12, 0x03, 0x08, byte(r.IntN(128)), byte(r.IntN(16)))
+		b = binary.LittleEndian.AppendUint64(append(b, 0x19), r.Uint64())
+	}
+	return b
 }

@@ -194,7 +194,7 @@ func openFromVersion(t *testing.T, url, schema string, v int, inserts ...string)
 		"CREATE TABLE " + q("schema_version") + " (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)",
 		fmt.Sprintf("INSERT INTO %s VALUES (1, %d)", q("schema_version"), v),
 	}
-	stmts = append(stmts, migrations(schema)[:v]...)
+	stmts = append(stmts, migrations(schema, false)[:v]...)
 	for i := 0; i+1 < len(inserts); i += 2 {
 		stmts = append(stmts, fmt.Sprintf(inserts[i], q(inserts[i+1])))
 	}

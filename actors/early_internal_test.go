@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,60 @@ func TestWriteReplyWaitsForNoTurnOfTheEntity(t *testing.T) {
 	require.EqualValues(t, 1, valueOf(t, first, "the first write's reply waited for the entity"))
 	close(unblock)
 	require.EqualValues(t, 3, valueOf(t, second, "no reply to the second write"))
+}
+
+// An entity that stops between the two steps a saver takes for a durable
+// write, raising en.durable and then taking the write's early replies,
+// answers those replies: their write is durable. (It once failed them as
+// if the write were lost: the entity learns of the write from en.durable,
+// and a saga that asked to passivate stops as soon as it has.)
+func TestStopBeforeTheSaverTakesDurableReplies(t *testing.T) {
+	store := memory.New()
+	t.Cleanup(func() { store.Close() }) // after the host shuts down
+	// Forward adds its Delta and asks to passivate, as a settled saga.
+	h := startCounter(t, store, nil, On(func(c *Context[*testpb.Counter], m *testpb.Forward) (*testpb.Value, error) {
+		c.Passivate()
+		c.State.Value += m.Delta
+		return &testpb.Value{Value: c.State.Value}, nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := Ref{Kind: "n", ID: "a"}
+	require.EqualValues(t, 1, valueOf(t, submitter(t, h, r)("first", &testpb.Add{Delta: 1}), "no reply to the Add"))
+	release := store.BlockSaves()
+	defer release()
+	env, err := Envelope(r, &testpb.Forward{Delta: 1}, "last")
+	require.NoError(t, err)
+	last := make(chan *ordopb.Reply, 1)
+	h.Submit(env, func(rep *ordopb.Reply) { last <- rep })
+	var en *entry
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		h.mu.Lock()
+		if sh := h.shards[0]; sh != nil {
+			en = sh.entities[r]
+		}
+		h.mu.Unlock()
+		if en == nil {
+			return fmt.Errorf("%s is not active", r)
+		}
+		if n, dep := en.earlyHeld(); n != 1 || dep != 2 {
+			return fmt.Errorf("%d early replies, the oldest waiting for write %d; want 1, for write 2", n, dep)
+		}
+		return nil
+	})
+	// The saver's first step for write 2, whose Save the store holds:
+	// the write is durable, its reply not taken yet. The entity learns of
+	// it at its next message, and passivates.
+	en.advanceDurable(2)
+	_, _ = h.Runtime(ctx, r)
+	require.EqualValues(t, 2, valueOf(t, last, "no reply to the Forward"))
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if _, err := h.Runtime(ctx, r); !errors.Is(err, ErrNotActive) {
+			return fmt.Errorf("%s has not passivated: %v", r, err)
+		}
+		return nil
+	})
+	release()
 }
 
 // startCounter starts a host of one shard, owned at epoch 1, over store,

@@ -1283,10 +1283,18 @@ func (e *entity) release() {
 
 // failHeld fails every held reply with err and drops every held message:
 // the writes they wait for will never be durable, or the entity stops. A
-// reply the batcher held whose write is durable may have left already (a
-// reply is delivered once).
+// reply the batcher held (holdEarly) whose write is durable is answered
+// instead, or has left already (a reply is delivered once): the saver
+// that makes a write durable raises en.durable before it takes the
+// write's replies (queue.settle), and the entity, which learns of the
+// write from en.durable, may stop in between.
 func (e *entity) failHeld(err *Error) {
+	durable := e.en.durable.Load()
 	for _, r := range e.en.dropEarly() {
+		if r.dep <= durable {
+			e.h.finish(r.c, r.rep)
+			continue
+		}
 		e.h.finish(r.c, errReply(r.c.env, err))
 	}
 	for _, hd := range e.held {

@@ -402,6 +402,14 @@ var mutants = []Mutant{
 		Needs: []string{"ORDO_PG_URL"},
 	},
 	{
+		Name:  "actors/stop-fails-durable-replies",
+		Guard: "an entity that stops after its write is durable, before the saver takes the write's replies, answers them",
+		File:  "actors/entity.go",
+		Orig:  "		if r.dep <= durable {",
+		Repl:  "		if r.dep <= durable && false {",
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "pgstore/large-values-toasted",
 		Guard: "a record the size of a dedup window stays in its row, where PostgreSQL's default target moves it to the TOAST table",
 		File:  "persistence/pgstore/pgstore.go",

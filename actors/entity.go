@@ -1289,8 +1289,9 @@ func (e *entity) release() {
 // write's replies (queue.settle), and the entity, which learns of the
 // write from en.durable, may stop in between.
 func (e *entity) failHeld(err *Error) {
-	durable := e.en.durable.Load()
-	for _, r := range e.en.dropEarly() {
+	early := e.en.dropEarly()
+	durable := e.en.durable.Load() // read after: a saver may raise it meanwhile
+	for _, r := range early {
 		if r.dep <= durable {
 			e.h.finish(r.c, r.rep)
 			continue

@@ -275,15 +275,18 @@ func (a *Approach) Checkpoint(ctx context.Context) error {
 }
 
 // WorkCounts implements lab.WorkCounter: over the cluster's nodes, the
-// store Saves their write batchers made, the records those carried, and
-// the entity writes they coalesced into them; and, over the nodes and
+// store Saves their write batchers made, the records those carried, the
+// entity writes they coalesced into them, the store reads of activating
+// entities and the activations; and, over the nodes and
 // the lab's client, the calls and frames of calls and results their
 // transports sent to another process (in-process here, over loopback
 // TLS as between machines; co-located messages never are).
 func (a *Approach) WorkCounts() []lab.Count {
-	var saves, records, writes, calls, frames uint64
+	var saves, records, writes, loads, activations, calls, frames uint64
 	for _, n := range a.cl.Nodes() {
 		st := n.Status()
+		loads += st.Host.Loads
+		activations += st.Host.Activations
 		saves += st.Host.Batch.Saves
 		records += st.Host.Batch.Records
 		writes += st.Host.Batch.Writes
@@ -294,7 +297,7 @@ func (a *Approach) WorkCounts() []lab.Count {
 	calls += cs.Calls
 	frames += cs.CallFrames
 	return []lab.Count{{Name: "store saves", N: saves}, {Name: "records saved", N: records}, {Name: "entity writes", N: writes},
-		{Name: "network calls", N: calls}, {Name: "network frames", N: frames}}
+		{Name: "store reads", N: loads}, {Name: "activations", N: activations}, {Name: "network calls", N: calls}, {Name: "network frames", N: frames}}
 }
 
 // Close stops the cluster.

@@ -122,9 +122,12 @@ func TestApproachOnMemoryStore(t *testing.T) {
 // checkWork checks the approach's counts of its work against what a
 // transfer must cost at least: the client's call over the network, and
 // two records of its saga (the start, saved with the debit, and the
-// outcome, saved after the credit); and that every Save carries a record.
-// (A write may carry more than its entity's record, e.g. an account's
-// older dedup entries, so records may outnumber writes.)
+// outcome, saved after the credit), and the saga's activation; that every
+// Save carries a record; and that sagas start without reading the store
+// (ledger.SubmitNew's hint): were every one read, store reads would be
+// at least one per transfer. (A write may carry more than its entity's
+// record, e.g. an account's older dedup entries, so records may
+// outnumber writes.)
 func checkWork(t *testing.T, r lab.Result) {
 	t.Helper()
 	got := map[string]uint64{}
@@ -132,19 +135,24 @@ func checkWork(t *testing.T, r lab.Result) {
 		got[c.Name] = c.N
 	}
 	ok := uint64(r.OK)
-	if r.WorkError != "" || len(got) != 5 || ok == 0 {
+	if r.WorkError != "" || len(got) != 7 || ok == 0 {
 		t.Fatalf("work %+v, error %q, %d ok", r.Work, r.WorkError, ok)
 	}
 	saves, records, writes := got["store saves"], got["records saved"], got["entity writes"]
+	reads, activations := got["store reads"], got["activations"]
 	calls, frames := got["network calls"], got["network frames"]
 	if saves == 0 || records < saves || writes == 0 || records < 2*ok {
 		t.Fatalf("%d ok transfers: %d saves of %d records from %d writes", ok, saves, records, writes)
 	}
+	if activations < ok || reads >= ok {
+		t.Fatalf("%d ok transfers: %d activations, %d store reads", ok, activations, reads)
+	}
 	if calls < ok || frames == 0 {
 		t.Fatalf("%d ok transfers: %d network calls in %d frames", ok, calls, frames)
 	}
-	t.Logf("per transfer: %.2f saves, %.2f records, %.2f writes, %.2f network calls, %.2f frames",
-		float64(saves)/float64(ok), float64(records)/float64(ok), float64(writes)/float64(ok), float64(calls)/float64(ok), float64(frames)/float64(ok))
+	per := func(n uint64) float64 { return float64(n) / float64(ok) }
+	t.Logf("per transfer: %.2f saves, %.2f records, %.2f writes, %.2f store reads, %.2f activations, %.2f network calls, %.2f frames",
+		per(saves), per(records), per(writes), per(reads), per(activations), per(calls), per(frames))
 }
 
 // ordo on the PostgreSQL store reports the WAL the server wrote per

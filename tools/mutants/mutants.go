@@ -1298,6 +1298,14 @@ var mutants = []Mutant{
 		Pkgs: []string{"./examples/bank/ledger"},
 	},
 	{
+		Name:  "bank/submit-new-hint",
+		Guard: "speed: a submitted transfer's saga starts without reading the store (the lab counts store reads)",
+		File:  "examples/bank/ledger/client.go",
+		Orig:  `actors.WithRequestID(id+":submit"), actors.AsNew())`,
+		Repl:  `actors.WithRequestID(id+":submit"))`,
+		Pkgs:  []string{"./lab/ordolab"},
+	},
+	{
 		Name:  "check/statements-transfers",
 		Guard: "bank check: every transfer appears in the statements as its outcome says",
 		File:  "robustness/check/statements.go",

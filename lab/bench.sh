@@ -6,7 +6,7 @@
 # nothing durable, the runtime's own cost) as the ceiling of both:
 #
 #   A: 64 accounts, Zipf 1.1 (a few hot accounts), concurrency 32 and 256
-#   B: 10,000 accounts, uniform, concurrency 32
+#   B: 10,000 accounts, uniform, concurrency 32 and 256
 #
 # It starts PostgreSQL if it is not running (and stops it afterwards; etcd is
 # embedded in the bench process), runs `bank bench` once per workload and
@@ -58,6 +58,6 @@ workload() {
 
 echo "# bank bench" >"$OUT/results.md.tmp"
 workload zipf64 "Workload A: 64 accounts, Zipf 1.1" --accounts 64 --zipf 1.1 --concurrency 32,256
-workload uniform10000 "Workload B: 10,000 accounts, uniform" --accounts 10000 --zipf 0 --concurrency 32
+workload uniform10000 "Workload B: 10,000 accounts, uniform" --accounts 10000 --zipf 0 --concurrency 32,256
 mv "$OUT/results.md.tmp" "$OUT/results.md"
 echo "bench.sh: wrote $OUT/results.md" >&2

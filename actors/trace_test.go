@@ -72,12 +72,19 @@ func TestTracingSpans(t *testing.T) {
 	root.End()
 	traceID := root.SpanContext().TraceID()
 
-	// The handlers' writes were durable before the reply, but the
-	// continuation's write may still be in its Save: wait until the span
-	// of every Save the store saw has ended.
+	// A reply can reach its caller before the run that made it has ended
+	// its span: the saver releases a reply once its write is durable,
+	// while the handler may still be returning, and the continuation
+	// answers at once (ResolveNow). The continuation's write may still be
+	// in its Save. So wait until both handlings' spans, the
+	// continuation's and the span of every Save the store saw have
+	// ended.
 	var spans []tracetest.SpanStub
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		spans = exp.GetSpans()
+		if handles, conts := len(named(spans, "ordo.handle")), len(named(spans, "ordo.continue")); handles < 2 || conts < 1 {
+			return fmt.Errorf("%d handling spans and %d continuation spans ended, want 2 and 1", handles, conts)
+		}
 		if saves, stores := len(named(spans, "ordo.save")), len(named(spans, "ordo.store.save")); saves != stores {
 			return fmt.Errorf("%d Save spans ended, %d store Save spans", saves, stores)
 		}

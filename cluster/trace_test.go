@@ -8,6 +8,7 @@ import (
 
 	"github.com/ordo-actors/ordo/actors"
 	"github.com/ordo-actors/ordo/cluster"
+	"github.com/ordo-actors/ordo/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -72,6 +73,23 @@ func TestTracingCrossesNodes(t *testing.T) {
 	require.NoError(t, err)
 	root.End()
 	traceID := root.SpanContext().TraceID()
+
+	// A reply can reach its caller before the run that made it has ended
+	// its span (a read's reply leaves during the run; the continuation
+	// answers at once, with ResolveNow): wait until the nodes' runs have
+	// ended theirs.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		for _, w := range []struct{ proc, name string }{{"n1", "ordo.handle"}, {"n1", "ordo.continue"}, {"n2", "ordo.handle"}} {
+			ended := false
+			for _, s := range tr[w.proc].exp.GetSpans() {
+				ended = ended || s.Name == w.name
+			}
+			if !ended {
+				return fmt.Errorf("%s has not ended its %s span", w.proc, w.name)
+			}
+		}
+		return nil
+	})
 
 	// Each process's spans of the call (a shard's fence, made when the
 	// shard was acquired, is a trace of its own).

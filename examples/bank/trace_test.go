@@ -87,13 +87,36 @@ func TestTransferIsOneTrace(t *testing.T) {
 		tracetest.SpanStub
 	}
 	var spans []span
-	for p, x := range exps {
-		for _, s := range x.GetSpans() {
-			if s.Name != "ordo.store.fence" { // a shard's acquisition, a trace of its own
-				spans = append(spans, span{p, s})
+	collect := func() {
+		spans = spans[:0]
+		for p, x := range exps {
+			for _, s := range x.GetSpans() {
+				if s.Name != "ordo.store.fence" { // a shard's acquisition, a trace of its own
+					spans = append(spans, span{p, s})
+				}
 			}
 		}
 	}
+	// A reply can reach its caller before the run that made it has ended
+	// its span (the saver releases a write's reply once it is durable,
+	// while the handler may still be returning): wait until the handlings
+	// and the routed credit checked below have ended theirs.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		collect()
+		for _, w := range []struct{ node, name, message string }{
+			{"n1", "ordo.handle", "ordo.bank.v1.SubmitTransfer"}, {"n1", "ordo.handle", "ordo.bank.v1.Debit"},
+			{"n2", "ordo.handle", "ordo.bank.v1.Credit"}, {"n1", "ordo.call", "ordo.bank.v1.Credit"},
+		} {
+			ended := false
+			for _, s := range spans {
+				ended = ended || s.node == w.node && s.Name == w.name && attrOf(s.Attributes, "ordo.message") == w.message
+			}
+			if !ended {
+				return fmt.Errorf("no %s span of %s on %s yet", w.name, w.message, w.node)
+			}
+		}
+		return nil
+	})
 	require.NotEmpty(t, spans)
 	traceID := spans[0].SpanContext.TraceID()
 	perNode := map[string]int{}

@@ -97,6 +97,14 @@ func TestTransferIsOneTrace(t *testing.T) {
 			}
 		}
 	}
+	lookup := func(node, name, message string) (span, bool) {
+		for _, s := range spans {
+			if s.node == node && s.Name == name && attrOf(s.Attributes, "ordo.message") == message {
+				return s, true
+			}
+		}
+		return span{}, false
+	}
 	// A reply can reach its caller before the run that made it has ended
 	// its span (the saver releases a write's reply once it is durable,
 	// while the handler may still be returning): wait until the handlings
@@ -107,11 +115,7 @@ func TestTransferIsOneTrace(t *testing.T) {
 			{"n1", "ordo.handle", "ordo.bank.v1.SubmitTransfer"}, {"n1", "ordo.handle", "ordo.bank.v1.Debit"},
 			{"n2", "ordo.handle", "ordo.bank.v1.Credit"}, {"n1", "ordo.call", "ordo.bank.v1.Credit"},
 		} {
-			ended := false
-			for _, s := range spans {
-				ended = ended || s.node == w.node && s.Name == w.name && attrOf(s.Attributes, "ordo.message") == w.message
-			}
-			if !ended {
+			if _, ok := lookup(w.node, w.name, w.message); !ok {
 				return fmt.Errorf("no %s span of %s on %s yet", w.name, w.message, w.node)
 			}
 		}
@@ -131,13 +135,11 @@ func TestTransferIsOneTrace(t *testing.T) {
 
 	find := func(node, name, message string) span {
 		t.Helper()
-		for _, s := range spans {
-			if s.node == node && s.Name == name && attrOf(s.Attributes, "ordo.message") == message {
-				return s
-			}
+		s, ok := lookup(node, name, message)
+		if !ok {
+			t.Fatalf("no %s span of %s on %s", name, message, node)
 		}
-		t.Fatalf("no %s span of %s on %s", name, message, node)
-		return span{}
+		return s
 	}
 	call := find("n3", "ordo.call", "ordo.bank.v1.SubmitTransfer")
 	require.False(t, call.Parent.IsValid(), "the transfer's call is the trace's root")

@@ -269,7 +269,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 
 	fmt.Fprintf(stdout, "workload done; resolving %d unknown transfers, reading %d balances, checking\n",
 		st.Transfers[history.Unknown], o.wl.Accounts)
-	vctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	vctx, cancel := context.WithTimeout(ctx, o.linLimit+60*time.Second) // the search's bound, then the reads
 	defer cancel()
 	rep, err := workload.Verify(vctx, cl.Client(), ops, workload.VerifyConfig{Accounts: o.wl.Accounts,
 		InitialBalance: o.balance, LinTimeout: o.linLimit, VisualizationPath: os.TempDir() + "/bank-demo-porcupine.html",

@@ -51,6 +51,17 @@
 // linearization point; other rejections contribute nothing. Ok reads must
 // return the balance; unknown reads are dropped.
 //
+// When the statements are given, each account's journal proposes a
+// witness first: its debits and credits in the order the account applied
+// them, each read and rejection placed between them where the balance fits
+// it and its interval allows. The witness is checked as a linearization
+// (every op legal in turn, none placed before an op that returned before
+// it was called), so one that passes proves the account linearizable
+// whatever the journal says; one that does not proves nothing, and the
+// search decides. A busy account's search can take exponentially long
+// (many transfers overlapping, their credits released just before their
+// clients are answered); its witness costs a pass over its ops.
+//
 // Accounts are checked in parallel, one porcupine search each, so a verdict
 // names the accounts that fail. Open-ended ops make the search exponential,
 // so an account with resolved-unknown transfers is first searched for a

@@ -59,8 +59,8 @@
 // it was called), so one that passes proves the account linearizable
 // whatever the journal says; one that does not proves nothing, and the
 // search decides. A busy account's search can take exponentially long
-// (many transfers overlapping, their credits released just before their
-// clients are answered); its witness costs a pass over its ops.
+// (many transfers overlapping, their effects late in their intervals);
+// its witness costs a pass over its ops.
 //
 // Accounts are checked in parallel, one porcupine search each, so a verdict
 // names the accounts that fail. Open-ended ops make the search exponential,

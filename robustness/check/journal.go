@@ -20,9 +20,8 @@ import (
 //
 // The search needs no order: it finds one by trying the ops' possible
 // orders, which can take exponentially long when many transfers overlap
-// on a busy account and their effects fall late in their intervals (a
-// transfer's credit is released just before its client is answered). A
-// witness costs a pass over the account's ops.
+// on a busy account, the more so the later in their intervals their
+// effects fall. A witness costs a pass over the account's ops.
 func (c *checker) journalWitness(ls []lop) bool {
 	entries, ok := c.in.Statements[history.AccountName(ls[0].account)]
 	if !ok {

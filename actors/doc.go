@@ -26,10 +26,14 @@
 //     entity, and tells the entity only of the writes it waits for (a held
 //     message, or its last write when it stops). Every reply, reads included, leaves only when every
 //     write it may have observed is durable and while the host's lease is
-//     valid. The one exception is a handler's own choice: a run that calls
+//     valid. The exceptions are a handler's own choice: a run that calls
 //     Context.WriteBehind makes no write, answers once the entity's earlier
 //     writes are durable, and leaves its changes to the entity's next
-//     write (a crash loses them).
+//     write (a crash loses them); one that calls
+//     Context.ReplyBeforeDurable answers at once; a message sent with
+//     BeforeDurable leaves at once. Each is for a protocol that tells
+//     afterwards whether what it showed early stands (the bank's held
+//     credits).
 //
 //   - Dedup. Every call carries a request ID. The entity stores the IDs and
 //     replies of its most recent requests (HostConfig.DedupWindow) written

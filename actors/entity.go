@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -58,9 +59,11 @@ type entity struct {
 	self  *actor.PID
 
 	loaded      bool
-	dirty       bool // the dedup window or fences changed since the last write
-	reading     bool // a read handler runs (it may not change reminders)
-	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
+	activation  uint64 // this activation's ID (Context.Activation)
+	replyNow    bool   // the run's reply leaves at once (ReplyBeforeDurable)
+	dirty       bool   // the dedup window or fences changed since the last write
+	reading     bool   // a read handler runs (it may not change reminders)
+	passivating bool   // the entity is passivating (the host parks its calls) and stops once its writes are durable
 	// passivateAsked: a run asked to passivate once quiet (Context.Passivate)
 	passivateAsked bool
 	hookRan        bool // OnPassivate ran; nothing else runs in this activation
@@ -176,6 +179,8 @@ type outMsg struct {
 	// oneWay: sent once, and its reply is neither sent nor awaited
 	// (AtMostOnce); it is forgotten as soon as it leaves.
 	oneWay bool
+	// early: sent without waiting for the sender's write (BeforeDurable)
+	early bool
 
 	id       uint64 // key in entity.outs, once released
 	dep      uint64 // the sender's write the message was released behind
@@ -481,6 +486,15 @@ func (e *entity) handleInvoke(c *call) {
 		e.h.finish(c, errReply(env, errf(code, "handler of %s for %s: %v", name, e.en.ref, herr)))
 		return
 	}
+	if refusedForNow(herr) {
+		// The handler cannot answer yet (Unavailable): the same.
+		if c.firing != nil {
+			c.firing.retry = true
+		}
+		e.rollback()
+		e.h.finish(c, errReply(env, herr))
+		return
+	}
 	if !write {
 		if e.emitted() {
 			e.rollback()
@@ -564,6 +578,10 @@ func (e *entity) handleInvoke(c *call) {
 	// else written behind: the sender's write stops waiting for this one
 	// (the deferred noWrite), and the dependency stays in e.after, for the
 	// write that saves the run's changes.
+	if e.replyNow {
+		e.h.finish(c, rep)
+		return
+	}
 	e.hold(e.seq, c, rep, nil)
 }
 
@@ -583,6 +601,16 @@ func contextErrorCode(err error) (ordopb.Code, bool) {
 		return ordopb.Code_CODE_UNAVAILABLE, true
 	}
 	return 0, false
+}
+
+// refusedForNow reports whether a handler's error is a retryable *Error
+// (Unavailable), which is answered but not recorded.
+func refusedForNow(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ae *Error
+	return errors.As(err, &ae) && Retryable(ae)
 }
 
 // nilMessage reports whether a handler's reply is missing: nil, or a
@@ -626,6 +654,7 @@ func (e *entity) begin() {
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	e.wantBehind = false
+	e.replyNow = false
 	if e.es != nil {
 		e.es.begin()
 	}
@@ -759,7 +788,8 @@ type resolved struct {
 }
 
 // resolve turns the run's resolutions into dedup entries (written with the
-// run's state) and the replies to send once that write is durable. The
+// run's state; none for a refusal for now, Unavailable, which a retry must
+// run again) and the replies to send once that write is durable. The
 // waiters stay registered until commit settles them, so that a run rolled
 // back leaves them waiting. When a run resolves a key twice, the first
 // resolution answers.
@@ -777,7 +807,9 @@ func (e *entity) resolve() []resolved {
 			if err != nil {
 				rep = &ordopb.Reply{RequestId: w.id, Error: ErrorToProto(err)}
 			}
-			e.remember(w.id, w.hash, rep)
+			if !refusedForNow(r.err) { // a refusal for now is answered, not recorded
+				e.remember(w.id, w.hash, rep)
+			}
 			out = append(out, resolved{w: w, rep: rep, early: r.early})
 		}
 	}
@@ -867,6 +899,7 @@ func (e *entity) rollback() {
 	e.deferKey = ""
 	e.resolutions = e.resolutions[:0]
 	e.wantBehind = false
+	e.replyNow = false
 	if e.es != nil {
 		e.rollbackEvents()
 		return
@@ -1516,6 +1549,7 @@ func (e *entity) activate(presume bool) error {
 		}
 	}
 	e.loaded = true
+	e.activation = newActivationID()
 	e.begin()
 	if e.beh.activate() {
 		if err := e.commit(0); errors.Is(err, ErrTooLarge) {
@@ -1527,6 +1561,15 @@ func (e *entity) activate(presume bool) error {
 	return nil
 }
 
+// newActivationID returns a random non-zero activation ID.
+func newActivationID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
 // outgoing is called by Context.Send/Request during a run. A message to
 // an entity of the entity's own shard (co-located, or by chance) is not
 // encoded: it is handed over in memory. The message joins the run's
@@ -1534,7 +1577,7 @@ func (e *entity) activate(presume bool) error {
 func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont func(*anypb.Any, error) error,
 	runMD map[string]string, opts []RequestOption) {
 	o, err := resolveRequestOptions(e.h.cfg.Retry, runMD, opts)
-	out := &outMsg{to: ref, cont: cont, policy: o.policy, oneWay: o.oneWay}
+	out := &outMsg{to: ref, cont: cont, policy: o.policy, oneWay: o.oneWay, early: o.early}
 	out.target.Kind, out.target.Id = ref.Kind, ref.ID
 	out.sender.Kind, out.sender.Id = e.en.ref.Kind, e.en.ref.ID
 	out.fence.Shard, out.fence.Epoch = e.en.shard.id, e.epoch
@@ -1575,7 +1618,8 @@ func (e *entity) outgoing(ref Ref, msg proto.Message, requestID string, cont fun
 // co-located entity leaves at once, carrying the dependency instead: the
 // receiver's write then never becomes durable before this one (same Save
 // or a later one), so the two can share a Save. A message that could not
-// be built is answered at once (its continuation gets the error).
+// be built is answered at once (its continuation gets the error). A
+// message sent BeforeDurable leaves at once too.
 func (e *entity) flushOutbox(dep uint64) {
 	for _, out := range e.outbox {
 		out.dep = dep
@@ -1585,7 +1629,7 @@ func (e *entity) flushOutbox(dep uint64) {
 			e.outs = make(map[uint64]*outMsg)
 		}
 		e.outs[out.id] = out
-		if out.msg != nil || out.err != nil {
+		if out.msg != nil || out.err != nil || out.early {
 			e.dispatch(out)
 			continue
 		}

@@ -76,6 +76,19 @@ func HandlerError(code, format string, args ...any) *Error {
 	return &Error{Code: ordopb.Code_CODE_HANDLER, HandlerCode: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// Unavailable returns the error a handler returns to refuse a request
+// for now, when it cannot answer yet and a later attempt may: the caller
+// sees a retryable ErrUnavailable (with retryAfter as its RetryAfter
+// hint, 0 for none) and retries with the same request ID, as it retries
+// an overloaded node. Nothing of the run is kept or recorded for
+// deduplication, so the retry runs the handler again. (A handler that
+// returns any retryable *Error, such as one a nested call gave it, is
+// treated the same: a recorded retryable answer would be the answer to
+// every retry.)
+func Unavailable(retryAfter time.Duration, format string, args ...any) *Error {
+	return &Error{Code: ordopb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf(format, args...), RetryAfter: max(retryAfter, 0)}
+}
+
 func (e *Error) Error() string {
 	if e.Code == ordopb.Code_CODE_HANDLER && e.HandlerCode != "" {
 		return fmt.Sprintf("%s: %s: %s", sentinelOf(e.Code), e.HandlerCode, e.Message)

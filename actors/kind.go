@@ -344,6 +344,19 @@ func (c *Context[S]) Caller() Caller {
 	return *c.run.caller
 }
 
+// Activation returns the ID of this activation of the entity: random,
+// non-zero, drawn each time the entity's state is loaded (activation, and
+// again after a failed write or a restart throws the state in memory
+// away), so that a handler can tell what this activation did from what
+// it found in the durable state. An entity that stores the ID with a
+// change it has not confirmed yet (the bank's held credits) knows, on
+// reading it back under another ID, that its memory of what followed may
+// be lost. Unlike Context.RequestID it is not derived from durable state:
+// a request ID made from it is new after a restart, so use one only for a
+// message whose receiver recognises a repeat by its content, not by its
+// request ID.
+func (c *Context[S]) Activation() uint64 { return c.ent.activation }
+
 // Defer makes the write handler's reply wait: the handler's return value
 // is ignored (return nil, nil), its state changes are written as usual, and
 // the request stays pending under key until a later handler, hook or
@@ -365,7 +378,9 @@ func (c *Context[S]) Defer(key string) {
 }
 
 // Resolve answers every request pending under key (see Defer) with reply,
-// or with err (a handler error, as a handler would return it). The
+// or with err (a handler error, as a handler would return it; a refusal
+// for now, Unavailable, is answered but not recorded, so that a retry
+// runs the handler again). The
 // answers are written with the state this run leaves and sent once that
 // write is durable. It reports how many requests were waiting. Call it
 // from write handlers, hooks and continuations.
@@ -424,6 +439,27 @@ func (c *Context[S]) WriteBehind() {
 	if !c.ent.reading {
 		c.ent.wantBehind = true
 	}
+}
+
+// ReplyBeforeDurable makes the write handler's reply leave as soon as the
+// run ends, without waiting for the state it wrote, or the entity's
+// earlier writes, to be durable, as replies otherwise wait (a reply never
+// shows a change that a crash could undo). The reply is still recorded
+// for deduplication, with the run's changes.
+//
+// Use it only when the reply states nothing that a lost write could make
+// false, and the caller's use of it holds if the entity restarts from an
+// earlier durable state: the bank's Release answers with an empty balance,
+// and a release lost with the account's memory leaves the transfer's
+// credit held, which the account keeps from being shown until the saga
+// settles it. Its point is on a busy entity, whose earlier writes are
+// usually in a Save that the reply would wait for. It has no effect in a
+// read handler or on a deferred reply.
+func (c *Context[S]) ReplyBeforeDurable() {
+	if c.requestID == "" {
+		panic("actors: ReplyBeforeDurable outside a request handler")
+	}
+	c.ent.replyNow = true
 }
 
 // Passivate asks the runtime to passivate the entity as soon as it is

@@ -126,6 +126,7 @@ type requestOptions struct {
 	retry  *RetryPolicy
 	md     map[string]string // set on top of the run's metadata
 	oneWay bool
+	early  bool
 }
 
 // AtMostOnce sends a Send's message once, unacknowledged: the receiver
@@ -144,6 +145,25 @@ type requestOptions struct {
 // effect with it.
 func AtMostOnce() RequestOption {
 	return func(o *requestOptions) { o.oneWay = true }
+}
+
+// BeforeDurable sends the message as soon as the run ends, without
+// waiting for the state the run wrote (and the entity's earlier writes) to
+// be durable, as messages otherwise wait (see Context.Send). The receiver
+// may then act on a message whose sender's state is lost: the sender's
+// write fails, or its node dies before the write is durable, and the
+// entity restarts from its previous durable state as if it had never
+// sent it.
+//
+// Use it only when the receiver's effect is provisional until the sender
+// confirms it in a later message, sent the usual way, and the receiver
+// can learn, in every case, whether to keep or drop it: the bank's
+// transfer holds the credit at its destination while the debit at its
+// source becomes durable (Hold, then Release or Cancel), so that the two
+// writes are made at the same time rather than one after the other. A
+// message to a co-located entity (same shard) leaves at once anyway.
+func BeforeDurable() RequestOption {
+	return func(o *requestOptions) { o.early = true }
 }
 
 // WithRetry makes the message retried with p instead of HostConfig.Retry.
@@ -171,6 +191,7 @@ type resolvedOptions struct {
 	policy RetryPolicy
 	md     map[string]string // the run's metadata plus overrides
 	oneWay bool              // AtMostOnce
+	early  bool              // BeforeDurable
 }
 
 // resolveRequestOptions applies opts over the host's defaults: the retry
@@ -183,7 +204,7 @@ func resolveRequestOptions(def RetryPolicy, runMD map[string]string, opts []Requ
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := resolvedOptions{policy: def, md: runMD, oneWay: o.oneWay}
+	r := resolvedOptions{policy: def, md: runMD, oneWay: o.oneWay, early: o.early}
 	if o.retry != nil {
 		r.policy = *o.retry
 		if err := r.policy.Validate(); err != nil {

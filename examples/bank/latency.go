@@ -32,13 +32,14 @@ line) and, for every traced transfer that completed on its first attempt, splits
 the client's call into its hops, in the order they happen:
 
   client -> saga          the client's call reaches the saga (its node's transport)
-  saga -> debit           the saga's debit reaches the source account (in memory)
-  debit -> durable        the debit, with the saga's start, is written: the wait
-                          for the Save in flight, then its own Save
-  ack -> credit           the credit reaches the destination account (a node hop
-                          when it lives elsewhere)
-  credit -> ack           the credit is written (Save wait and Save) and its
-                          acknowledgement reaches the saga
+  debit and hold          the saga sends the debit to the source account (in
+                          memory) and the hold to the destination (a node hop
+                          when it lives elsewhere) at once; each account writes
+                          its step and answers, and the later answer reaches
+                          the saga
+  -> release              the release reaches the destination
+  release -> ack          the release is applied (written behind, answered at
+                          once) and its answer reaches the saga
   outcome -> client       the saga's answer reaches the client
 
 It prints each hop's median, 90th percentile and mean, their sum's, and the
@@ -46,16 +47,19 @@ duration of the store's Saves (ordo.store.save) over all traced spans. Trace
 more transfers with --trace-ratio; transfers that were rejected, retried or
 whose spans are incomplete are counted and left out.
 
-Then, for the transfers whose debit and credit Saves were traced (ordo.save,
-the batcher's Save carrying the write), it splits the two durable hops:
+Then, for the transfers whose debit and hold Saves were traced (ordo.save, the
+batcher's Save carrying the write), it splits debit and hold into its two
+parallel branches. The hop is the later of the two; the debit's branch starts
+with its in-memory hand-over to the source, not shown:
 
   debit: to its Save      the debit is handled and its write waits for the
                           Save in flight (writes made meanwhile go together)
   debit: its Save         the Save carrying the debit and the saga's start
   debit: Save -> ack      the account learns the write is durable and its
-                          acknowledgement reaches the saga (mailboxes)
-  credit: ...             the same for the credit; its acknowledgement
-                          crosses back to the saga's node`,
+                          answer reaches the saga (mailboxes)
+  hold: to the account    the hold reaches the destination
+  hold: ...               the same for the hold; its answer crosses back to
+                          the saga's node`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
 				return usagef("--trace is required")
@@ -146,12 +150,14 @@ func readSpans(r io.Reader) ([]span, error) {
 }
 
 // The hops of a transfer, in order.
-var hopNames = []string{"client -> saga", "saga -> debit", "debit -> durable", "ack -> credit", "credit -> ack", "outcome -> client"}
+var hopNames = []string{"client -> saga", "debit and hold", "-> release", "release -> ack", "outcome -> client"}
 
-// The parts of the two durable hops, in order: each step's write waiting
-// for its Save, the Save, and its acknowledgement reaching the saga.
-var durableNames = []string{"debit: to its Save", "debit: its Save", "debit: Save -> ack",
-	"credit: to its Save", "credit: its Save", "credit: Save -> ack"}
+// The parts of the two parallel branches of "debit and hold", in order:
+// the debit's write waiting for its Save, the Save, and its answer
+// reaching the saga (from the Debit's handling: its in-memory hand-over is
+// left out), then the hold's way to the destination and the same three.
+var branchNames = []string{"debit: to its Save", "debit: its Save", "debit: Save -> ack",
+	"hold: to the account", "hold: to its Save", "hold: its Save", "hold: Save -> ack"}
 
 // latencyReport is the breakdown.
 type latencyReport struct {
@@ -159,8 +165,9 @@ type latencyReport struct {
 	LeftOut   int        `json:"left_out"`  // traced transfers left out
 	Hops      []hopStats `json:"hops"`      // in order, then "total"
 	Saves     hopStats   `json:"saves"`     // every traced ordo.store.save
-	// Durable splits "debit -> durable" and "credit -> ack" (durableNames)
-	// over the transfers whose two Saves were traced (DurableTransfers).
+	// Durable splits "debit and hold" into its branches (branchNames) over
+	// the transfers whose debit and hold Saves were traced
+	// (DurableTransfers).
 	DurableTransfers int        `json:"durable_transfers"`
 	Durable          []hopStats `json:"durable"`
 }
@@ -191,38 +198,16 @@ func statsOf(name string, d []time.Duration) hopStats {
 }
 
 // breakDown finds each trace's transfer: the client's call of
-// SubmitTransfer (a root span), the saga's handling of it, the debit's and
-// the credit's handling, and the saga's continuations that took their
-// acknowledgements.
+// SubmitTransfer (a root span), the saga's handling of it, the handling of
+// the debit, the hold and the release, and the saga's continuations that
+// took their answers.
 func breakDown(spans []span) latencyReport {
-	byTrace := map[string][]*span{}
-	var saves []time.Duration
-	// saveOf maps a run's span to the Save (ordo.save) that carried its
-	// write: the Save's parent, or one of its links.
-	saveOf := map[string]*span{}
-	for i := range spans {
-		s := &spans[i]
-		byTrace[s.SpanContext.TraceID] = append(byTrace[s.SpanContext.TraceID], s)
-		switch s.Name {
-		case "ordo.store.save":
-			saves = append(saves, s.EndTime.Sub(s.StartTime))
-		case "ordo.save":
-			saveOf[s.Parent.SpanID] = s
-			for _, l := range s.Links {
-				saveOf[l.SpanContext.SpanID] = s
-			}
-		}
-	}
+	byTrace, saveOf, saves := indexSpans(spans)
 	var rep latencyReport
 	hops := make([][]time.Duration, len(hopNames)+1)
-	durable := make([][]time.Duration, len(durableNames))
+	branches := make([][]time.Duration, len(branchNames))
 	for _, ts := range byTrace {
-		var root *span
-		for _, s := range ts {
-			if s.Name == "ordo.call" && strings.Trim(s.Parent.SpanID, "0") == "" && strings.HasSuffix(s.attr("ordo.message"), ".SubmitTransfer") {
-				root = s
-			}
-		}
+		root := transferRoot(ts)
 		if root == nil {
 			continue
 		}
@@ -241,7 +226,7 @@ func breakDown(spans []span) latencyReport {
 		if parts != nil {
 			rep.DurableTransfers++
 			for i, x := range parts {
-				durable[i] = append(durable[i], x)
+				branches[i] = append(branches[i], x)
 			}
 		}
 	}
@@ -250,69 +235,121 @@ func breakDown(spans []span) latencyReport {
 	}
 	rep.Hops = append(rep.Hops, statsOf("total", hops[len(hopNames)]))
 	rep.Saves = statsOf("store Save", saves)
-	for i, name := range durableNames {
-		rep.Durable = append(rep.Durable, statsOf(name, durable[i]))
+	for i, name := range branchNames {
+		rep.Durable = append(rep.Durable, statsOf(name, branches[i]))
 	}
 	return rep
 }
 
-// transferHops returns the hops of the transfer whose client call is
-// root, or false when its trace does not show one first attempt of each
-// step (a rejection has no credit; a retried step has two). parts splits
-// its two durable hops (durableNames) when saveOf holds the Saves of both
-// steps' writes, and is nil otherwise.
-func transferHops(root *span, ts []*span, saveOf map[string]*span) (hops, parts []time.Duration, ok bool) {
-	slices.SortFunc(ts, func(a, b *span) int { return a.StartTime.Compare(b.StartTime) })
-	handled := func(suffix string) []*span {
-		var out []*span
-		for _, s := range ts {
-			if s.Name == "ordo.handle" && strings.HasSuffix(s.attr("ordo.message"), suffix) {
-				out = append(out, s)
+// indexSpans groups spans by trace, maps a run's span to the Save
+// (ordo.save) that carried its write (the Save's parent, or one of its
+// links), and lists the store's Saves' durations.
+func indexSpans(spans []span) (byTrace map[string][]*span, saveOf map[string]*span, saves []time.Duration) {
+	byTrace, saveOf = map[string][]*span{}, map[string]*span{}
+	for i := range spans {
+		s := &spans[i]
+		byTrace[s.SpanContext.TraceID] = append(byTrace[s.SpanContext.TraceID], s)
+		switch s.Name {
+		case "ordo.store.save":
+			saves = append(saves, s.EndTime.Sub(s.StartTime))
+		case "ordo.save":
+			saveOf[s.Parent.SpanID] = s
+			for _, l := range s.Links {
+				saveOf[l.SpanContext.SpanID] = s
 			}
 		}
-		return out
 	}
-	submits, debits, credits := handled(".SubmitTransfer"), handled(".Debit"), handled(".Credit")
-	if len(submits) != 1 || len(debits) != 1 || len(credits) != 1 {
-		return nil, nil, false
-	}
-	submit, debit, credit := submits[0].StartTime, debits[0].StartTime, credits[0].StartTime
-	end := root.EndTime
-	if !(root.StartTime.Compare(submit) <= 0 && submit.Compare(debit) <= 0 && debit.Before(credit) && credit.Before(end)) {
-		return nil, nil, false
-	}
-	// The debit's acknowledgement is the saga's last continuation before
-	// the credit is handled; the credit's, its first after.
-	var debitAck, creditAck time.Time
+	return byTrace, saveOf, saves
+}
+
+// transferRoot is the client's call of SubmitTransfer among a trace's
+// spans, or nil.
+func transferRoot(ts []*span) *span {
 	for _, s := range ts {
-		if s.Name != "ordo.continue" {
-			continue
-		}
-		switch t := s.StartTime; {
-		case t.After(debit) && t.Before(credit):
-			debitAck = t
-		case t.After(credit) && !t.After(end) && creditAck.IsZero():
-			creditAck = t
+		if s.Name == "ordo.call" && strings.Trim(s.Parent.SpanID, "0") == "" && strings.HasSuffix(s.attr("ordo.message"), ".SubmitTransfer") {
+			return s
 		}
 	}
-	if debitAck.IsZero() || creditAck.IsZero() {
-		return nil, nil, false
+	return nil
+}
+
+// transferHops returns the hops of the transfer whose client call is
+// root, or false when its trace does not show one first attempt of each
+// step in order (a rejection has no release; a retried step has two).
+// parts splits "debit and hold" into its branches (branchNames) when
+// saveOf holds the Saves of the debit's and the hold's writes, and is nil
+// otherwise.
+func transferHops(root *span, ts []*span, saveOf map[string]*span) (hops, parts []time.Duration, ok bool) {
+	// one is the span of that name whose attribute key matches, if there
+	// is exactly one.
+	one := func(name, key string, match func(string) bool) *span {
+		var found *span
+		for _, s := range ts {
+			if s.Name == name && match(s.attr(key)) {
+				if found != nil {
+					return nil
+				}
+				found = s
+			}
+		}
+		return found
 	}
-	hops = []time.Duration{submit.Sub(root.StartTime), debit.Sub(submit), debitAck.Sub(debit),
-		credit.Sub(debitAck), creditAck.Sub(credit), end.Sub(creditAck)}
+	handled := func(message string) *span {
+		return one("ordo.handle", "ordo.message", func(m string) bool { return strings.HasSuffix(m, "."+message) })
+	}
+	answered := func(step string) *span {
+		return one("ordo.continue", "ordo.request_id", func(id string) bool { return stepOf(id) == step })
+	}
+	submit, debit, hold, release := handled("SubmitTransfer"), handled("Debit"), handled("Hold"), handled("Release")
+	debitAck, holdAck, releaseAck := answered("debit"), answered("hold"), answered("release")
+	for _, s := range []*span{submit, debit, hold, release, debitAck, holdAck, releaseAck} {
+		if s == nil {
+			return nil, nil, false
+		}
+	}
+	// The saga releases once both answers are in: after the later.
+	both := debitAck
+	if holdAck.StartTime.After(both.StartTime) {
+		both = holdAck
+	}
+	for _, before := range [][2]time.Time{
+		{root.StartTime, submit.StartTime},
+		{submit.StartTime, debit.StartTime}, {debit.StartTime, debitAck.StartTime},
+		{submit.StartTime, hold.StartTime}, {hold.StartTime, holdAck.StartTime},
+		{both.StartTime, release.StartTime}, {release.StartTime, releaseAck.StartTime},
+		{releaseAck.StartTime, root.EndTime},
+	} {
+		if before[1].Before(before[0]) {
+			return nil, nil, false
+		}
+	}
+	hops = []time.Duration{submit.StartTime.Sub(root.StartTime), both.StartTime.Sub(submit.StartTime),
+		release.StartTime.Sub(both.StartTime), releaseAck.StartTime.Sub(release.StartTime), root.EndTime.Sub(releaseAck.StartTime)}
 	// A step's Save starts after its handling started and ends before its
-	// acknowledgement reaches the saga.
-	split := func(handled *span, ack time.Time) []time.Duration {
+	// answer reaches the saga.
+	split := func(handled, ack *span) []time.Duration {
 		sv := saveOf[handled.SpanContext.SpanID]
-		if sv == nil || sv.StartTime.Before(handled.StartTime) || sv.EndTime.After(ack) {
+		if sv == nil || sv.StartTime.Before(handled.StartTime) || sv.EndTime.After(ack.StartTime) {
 			return nil
 		}
-		return []time.Duration{sv.StartTime.Sub(handled.StartTime), sv.EndTime.Sub(sv.StartTime), ack.Sub(sv.EndTime)}
+		return []time.Duration{sv.StartTime.Sub(handled.StartTime), sv.EndTime.Sub(sv.StartTime), ack.StartTime.Sub(sv.EndTime)}
 	}
-	if d, c := split(debits[0], debitAck), split(credits[0], creditAck); d != nil && c != nil {
-		parts = append(d, c...)
+	if d, h := split(debit, debitAck), split(hold, holdAck); d != nil && h != nil {
+		parts = append(append(d, hold.StartTime.Sub(submit.StartTime)), h...)
 	}
 	return hops, parts, true
+}
+
+// stepOf is the saga's step that a request ID names: what follows its
+// last colon, up to a dash (a hold's ends with the saga's activation,
+// ID:hold-ACTIVATION).
+func stepOf(requestID string) string {
+	i := strings.LastIndexByte(requestID, ':')
+	if i < 0 {
+		return ""
+	}
+	step, _, _ := strings.Cut(requestID[i+1:], "-")
+	return step
 }
 
 func (r latencyReport) print(w io.Writer) error {
@@ -329,10 +366,11 @@ func (r latencyReport) print(w io.Writer) error {
 		return err
 	}
 	if r.DurableTransfers == 0 {
-		_, err := fmt.Fprintln(w, "\nno transfer's debit and credit Saves (ordo.save) were traced: the durable hops are not split")
+		_, err := fmt.Fprintln(w, "\nno transfer's debit and hold Saves (ordo.save) were traced: debit and hold is not split")
 		return err
 	}
-	fmt.Fprintf(w, "\nthe durable hops, split, over the %d transfers whose debit and credit Saves were traced:\n\n", r.DurableTransfers)
+	fmt.Fprintf(w, "\ndebit and hold, split into its two parallel branches, over the %d transfers whose debit and hold Saves were traced\n", r.DurableTransfers)
+	fmt.Fprint(w, "(the hop is the later branch; the debit's starts with its in-memory hand-over, not shown):\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "part\tp50 ms\tp90 ms\tmean ms\t")
 	for _, h := range r.Durable {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,61 +15,119 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// spanLine is one span as the stdout exporter writes it: id is its span
-// ID, links the span IDs it links to.
-func spanLine(t *testing.T, trace, id, parent, name, message string, start, end time.Duration, links ...string) string {
-	t.Helper()
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := map[string]any{
-		"Name":        name,
-		"SpanContext": map[string]any{"TraceID": trace, "SpanID": id},
-		"Parent":      map[string]any{"SpanID": parent},
-		"StartTime":   t0.Add(start),
-		"EndTime":     t0.Add(end),
-	}
-	if message != "" {
-		s["Attributes"] = []any{map[string]any{"Key": "ordo.message", "Value": map[string]any{"Type": "STRING", "Value": message}}}
-	}
-	var ls []any
-	for _, l := range links {
-		ls = append(ls, map[string]any{"SpanContext": map[string]any{"TraceID": "other", "SpanID": l}})
-	}
-	if ls != nil {
-		s["Links"] = ls
-	}
-	b, err := json.Marshal(s)
-	require.NoError(t, err)
-	return string(b)
+// testSpan is one synthetic span: id is its span ID, attrs its string
+// attributes, start and end its times after t0, links the span IDs it
+// links to.
+type testSpan struct {
+	trace, id, parent, name string
+	attrs                   map[string]string
+	start, end              time.Duration
+	links                   []string
 }
 
-// transferSpans are the spans of one transfer: each hop takes hop[i]
-// milliseconds. The debit's and the credit's writes are each carried by
-// a Save (ordo.save) that starts a quarter into the step's durable hop
-// and lasts half of it; the debit's Save is its run's child, the
-// credit's links it.
-func transferSpans(t *testing.T, trace string, hop [6]int) []string {
+// spanLines are spans as the stdout exporter writes them.
+func spanLines(t *testing.T, spans ...testSpan) []string {
+	t.Helper()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out []string
+	for _, sp := range spans {
+		s := map[string]any{
+			"Name":        sp.name,
+			"SpanContext": map[string]any{"TraceID": sp.trace, "SpanID": sp.id},
+			"Parent":      map[string]any{"SpanID": sp.parent},
+			"StartTime":   t0.Add(sp.start),
+			"EndTime":     t0.Add(sp.end),
+		}
+		var as []any
+		for k, v := range sp.attrs {
+			as = append(as, map[string]any{"Key": k, "Value": map[string]any{"Type": "STRING", "Value": v}})
+		}
+		if as != nil {
+			s["Attributes"] = as
+		}
+		var ls []any
+		for _, l := range sp.links {
+			ls = append(ls, map[string]any{"SpanContext": map[string]any{"TraceID": "other", "SpanID": l}})
+		}
+		if ls != nil {
+			s["Links"] = ls
+		}
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// timing is a synthetic transfer's, in milliseconds: the client's call
+// reaches the saga after toSaga; debit is the debit's branch from there
+// (its in-memory hand-over, to its Save, its Save, Save -> ack) and hold
+// the hold's (to the account, to its Save, its Save, Save -> ack); the
+// release is handled toRelease after the later branch's answer, answered
+// after released, and the client toClient after that.
+type timing struct {
+	toSaga                        int
+	debit, hold                   [4]int
+	toRelease, released, toClient int
+}
+
+// even is a timing of 1ms everywhere.
+var even = timing{1, [4]int{1, 1, 1, 1}, [4]int{1, 1, 1, 1}, 1, 1, 1}
+
+// transferSpans are the spans of one transfer, trace, with timing d. The
+// debit's write is carried by a Save of another trace that links the
+// debit's run and the saga's (they share it); the hold's, by a Save that
+// is its run's child. The hold's request ID names the saga's activation
+// (ID:hold-1f). Each span's ID is trace-NAME.
+func transferSpans(trace string, d timing) []testSpan {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	at := []time.Duration{0}
-	for _, h := range hop {
-		at = append(at, at[len(at)-1]+ms(h))
+	id := func(name string) string { return trace + "-" + name }
+	msg := func(m, step string) map[string]string {
+		return map[string]string{"ordo.message": "ordo.bank.v1." + m, "ordo.request_id": trace + "-0:" + step}
 	}
-	quarter := func(i int) time.Duration { return (at[i+1] - at[i]) / 4 }
-	root := "0000000000000000"
-	debit, credit := trace+"-debit", trace+"-credit"
-	return []string{
-		spanLine(t, trace, trace+"-root", root, "ordo.call", "ordo.bank.v1.SubmitTransfer", 0, at[6]),
-		spanLine(t, trace, trace+"-saga", "a1", "ordo.handle", "ordo.bank.v1.SubmitTransfer", at[1], at[1]),
-		spanLine(t, trace, debit, "a2", "ordo.handle", "ordo.bank.v1.Debit", at[2], at[2]),
-		spanLine(t, trace, trace+"-save1", debit, "ordo.save", "", at[2]+quarter(2), at[3]-quarter(2)),
-		spanLine(t, trace, trace+"-store1", trace+"-save1", "ordo.store.save", "", at[2], at[3]),
-		spanLine(t, trace, trace+"-c1", "a4", "ordo.continue", "", at[3], at[3]),
-		spanLine(t, trace, credit, "a5", "ordo.handle", "ordo.bank.v1.Credit", at[4], at[4]),
-		spanLine(t, "other", trace+"-save2", "x", "ordo.save", "", at[4]+quarter(4), at[5]-quarter(4), "y", credit),
-		spanLine(t, trace, trace+"-c2", "a6", "ordo.continue", "", at[5], at[5]),
-		// After the answer: the forgets and their acknowledgements.
-		spanLine(t, trace, trace+"-f", "a7", "ordo.handle", "ordo.bank.v1.Forget", at[6]+ms(1), at[6]+ms(1)),
-		spanLine(t, trace, trace+"-c3", "a8", "ordo.continue", "", at[6]+ms(5), at[6]+ms(5)),
+	req := func(step string) map[string]string { return map[string]string{"ordo.request_id": trace + "-0:" + step} }
+	submit := ms(d.toSaga)
+	debit := submit + ms(d.debit[0])
+	debitSave := debit + ms(d.debit[1])
+	debitSaved := debitSave + ms(d.debit[2])
+	debitAck := debitSaved + ms(d.debit[3])
+	hold := submit + ms(d.hold[0])
+	holdSave := hold + ms(d.hold[1])
+	holdSaved := holdSave + ms(d.hold[2])
+	holdAck := holdSaved + ms(d.hold[3])
+	later := id("debit-ack")
+	if holdAck > debitAck {
+		later = id("hold-ack")
 	}
+	release := max(debitAck, holdAck) + ms(d.toRelease)
+	releaseAck := release + ms(d.released)
+	end := releaseAck + ms(d.toClient)
+	return []testSpan{
+		{trace, id("root"), "0000000000000000", "ordo.call", msg("SubmitTransfer", "submit"), 0, end, nil},
+		{trace, id("saga"), id("root"), "ordo.handle", msg("SubmitTransfer", "submit"), submit, submit, nil},
+		{trace, id("debit"), id("saga"), "ordo.handle", msg("Debit", "debit"), debit, debit, nil},
+		{trace, id("hold-call"), id("saga"), "ordo.call", msg("Hold", "hold-1f"), submit, holdAck, nil},
+		{trace, id("hold"), id("hold-call"), "ordo.handle", msg("Hold", "hold-1f"), hold, hold, nil},
+		{"other", id("debit-save"), "x", "ordo.save", nil, debitSave, debitSaved, []string{id("saga"), "y", id("debit")}},
+		{"other", id("debit-store"), id("debit-save"), "ordo.store.save", nil, debitSave, debitSaved, nil},
+		{trace, id("hold-save"), id("hold"), "ordo.save", nil, holdSave, holdSaved, []string{"z"}},
+		{trace, id("hold-store"), id("hold-save"), "ordo.store.save", nil, holdSave, holdSaved, nil},
+		{trace, id("debit-ack"), id("saga"), "ordo.continue", req("debit"), debitAck, debitAck, nil},
+		{trace, id("hold-ack"), id("saga"), "ordo.continue", req("hold-1f"), holdAck, holdAck, nil},
+		{trace, id("release-call"), later, "ordo.call", msg("Release", "release"), release, releaseAck, nil},
+		{trace, id("release"), id("release-call"), "ordo.handle", msg("Release", "release"), release, release, nil},
+		{trace, id("release-ack"), later, "ordo.continue", req("release"), releaseAck, releaseAck, nil},
+		// After the answer: the forgets.
+		{trace, id("forget-from"), id("release-ack"), "ordo.handle", msg("Forget", "forget-from"), end + ms(1), end + ms(1), nil},
+		{trace, id("forget-to"), id("release-ack"), "ordo.handle", msg("Forget", "forget-to"), end + ms(2), end + ms(2), nil},
+	}
+}
+
+// without is spans without those whose IDs are trace-NAME for names.
+func without(trace string, spans []testSpan, names ...string) []testSpan {
+	return slices.DeleteFunc(slices.Clone(spans), func(s testSpan) bool {
+		return slices.Contains(names, strings.TrimPrefix(s.id, trace+"-"))
+	})
 }
 
 func writeLines(t *testing.T, lines []string) string {
@@ -78,21 +138,32 @@ func writeLines(t *testing.T, lines []string) string {
 }
 
 // Each hop is measured between the spans that bound it; a transfer
-// without a credit (a rejection) or with a step retried is left out.
+// without a release (a rejection), with a step handled twice or with its
+// steps out of order is left out.
 func TestLatencyBreakdown(t *testing.T) {
-	var lines []string
-	lines = append(lines, transferSpans(t, "t1", [6]int{1, 2, 10, 3, 20, 4})...)
-	lines = append(lines, transferSpans(t, "t2", [6]int{3, 2, 30, 1, 10, 2})...)
-	lines = append(lines, transferSpans(t, "t3", [6]int{2, 2, 20, 2, 30, 6})...)
-	rejected := transferSpans(t, "t4", [6]int{1, 1, 1, 1, 1, 1})
-	lines = append(lines, rejected[:6]...) // no credit
-	retried := transferSpans(t, "t5", [6]int{1, 1, 1, 1, 1, 1})
-	lines = append(lines, append(retried, retried[2])...) // the debit handled twice
-	// A transfer whose credit's Save was not traced counts in the hops,
-	// not in their split.
-	unsplit := transferSpans(t, "t7", [6]int{2, 2, 20, 2, 30, 6})
-	lines = append(lines, append(unsplit[:7], unsplit[8:]...)...)
-	lines = append(lines, spanLine(t, "t6", "t6-root", "0000000000000000", "ordo.call", "ordo.bank.v1.GetBalance", 0, time.Millisecond))
+	var spans []testSpan
+	// The hold's branch is the later (12 > 8).
+	spans = append(spans, transferSpans("t1", timing{1, [4]int{1, 2, 4, 1}, [4]int{3, 1, 6, 2}, 1, 5, 2})...)
+	// The debit's (21 > 15).
+	spans = append(spans, transferSpans("t2", timing{3, [4]int{1, 10, 8, 2}, [4]int{4, 2, 6, 3}, 2, 4, 1})...)
+	// The hold's (13 > 12).
+	spans = append(spans, transferSpans("t3", timing{2, [4]int{1, 3, 6, 2}, [4]int{5, 1, 4, 3}, 3, 6, 4})...)
+	spans = append(spans, without("t4", transferSpans("t4", even), "release-call", "release", "release-ack")...) // rejected
+	retried := transferSpans("t5", even)
+	again := retried[slices.IndexFunc(retried, func(s testSpan) bool { return s.id == "t5-hold" })] // handled twice
+	again.id, again.start, again.end = "t5-hold-again", again.start+time.Millisecond, again.end+time.Millisecond
+	spans = append(spans, append(retried, again)...)
+	// A transfer whose hold's Save was not traced counts in the hops, not
+	// in their split (the hold's branch is the later, 17 > 10).
+	spans = append(spans, without("t7", transferSpans("t7", timing{2, [4]int{2, 2, 4, 2}, [4]int{3, 2, 8, 4}, 1, 3, 2}),
+		"hold-save", "hold-store")...)
+	// The release handled before the answers it waits for.
+	early := even
+	early.toRelease = -2
+	spans = append(spans, transferSpans("t8", early)...)
+	spans = append(spans, testSpan{"t6", "t6-root", "0000000000000000", "ordo.call",
+		map[string]string{"ordo.message": "ordo.bank.v1.GetBalance"}, 0, time.Millisecond, nil})
+	lines := spanLines(t, spans...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -101,37 +172,40 @@ func TestLatencyBreakdown(t *testing.T) {
 	var rep latencyReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, 4, rep.Transfers)
-	require.Equal(t, 2, rep.LeftOut)
+	require.Equal(t, 3, rep.LeftOut)
 	requireStats(t, 4, rep.Hops, []hopStats{
-		{Name: "client -> saga", P50: 2, P90: 3, Mean: 2},
-		{Name: "saga -> debit", P50: 2, P90: 2, Mean: 2},
-		{Name: "debit -> durable", P50: 20, P90: 30, Mean: 20},
-		{Name: "ack -> credit", P50: 2, P90: 3, Mean: 2},
-		{Name: "credit -> ack", P50: 20, P90: 30, Mean: 22.5},
-		{Name: "outcome -> client", P50: 4, P90: 6, Mean: 4.5},
-		{Name: "total", P50: 48, P90: 62, Mean: 53}, // 40, 48, 62 and 62
+		{Name: "client -> saga", P50: 2, P90: 3, Mean: 2},       // 1, 3, 2, 2
+		{Name: "debit and hold", P50: 13, P90: 21, Mean: 15.75}, // 12, 21, 13, 17
+		{Name: "-> release", P50: 1, P90: 3, Mean: 1.75},        // 1, 2, 3, 1
+		{Name: "release -> ack", P50: 4, P90: 6, Mean: 4.5},     // 5, 4, 6, 3
+		{Name: "outcome -> client", P50: 2, P90: 4, Mean: 2.25}, // 2, 1, 4, 2
+		{Name: "total", P50: 25, P90: 31, Mean: 26.25},          // 21, 31, 28, 25
 	})
-	require.Equal(t, 6, rep.Saves.N) // every traced Save, left-out transfers' too
-	require.Equal(t, 10.0, rep.Saves.P50)
+	// Every traced store Save, left-out transfers' too: 4, 6, 8, 6, 6, 4,
+	// 4 (t7's debit) and six of 1ms.
+	require.Equal(t, 13, rep.Saves.N)
+	require.Equal(t, 4.0, rep.Saves.P50)
+	require.Equal(t, 6.0, rep.Saves.P90)
 
-	// The durable hops split over the three transfers with both Saves
-	// traced: a quarter to the Save, half in it, a quarter to the ack.
+	// debit and hold splits over the three transfers with both Saves
+	// traced; the debit's parts start at its handling, after its hand-over.
 	require.Equal(t, 3, rep.DurableTransfers)
 	requireStats(t, 3, rep.Durable, []hopStats{
-		{Name: "debit: to its Save", P50: 5, P90: 7.5, Mean: 5},
-		{Name: "debit: its Save", P50: 10, P90: 15, Mean: 10},
-		{Name: "debit: Save -> ack", P50: 5, P90: 7.5, Mean: 5},
-		{Name: "credit: to its Save", P50: 5, P90: 7.5, Mean: 5},
-		{Name: "credit: its Save", P50: 10, P90: 15, Mean: 10},
-		{Name: "credit: Save -> ack", P50: 5, P90: 7.5, Mean: 5},
+		{Name: "debit: to its Save", P50: 3, P90: 10, Mean: 5},      // 2, 10, 3
+		{Name: "debit: its Save", P50: 6, P90: 8, Mean: 6},          // 4, 8, 6
+		{Name: "debit: Save -> ack", P50: 2, P90: 2, Mean: 5.0 / 3}, // 1, 2, 2
+		{Name: "hold: to the account", P50: 4, P90: 5, Mean: 4},     // 3, 4, 5
+		{Name: "hold: to its Save", P50: 1, P90: 2, Mean: 4.0 / 3},  // 1, 2, 1
+		{Name: "hold: its Save", P50: 6, P90: 6, Mean: 16.0 / 3},    // 6, 6, 4
+		{Name: "hold: Save -> ack", P50: 3, P90: 3, Mean: 8.0 / 3},  // 2, 3, 3
 	})
 
 	code, out, stderr = runCLI(t, ctx, "latency", "--trace", writeLines(t, lines))
 	require.Equal(t, exitOK, code, stderr)
-	require.Contains(t, out, "4 traced transfers broken down (2 left out")
-	require.Regexp(t, `debit -> durable\s+20\.00\s+30\.00\s+20\.00`, out)
-	require.Contains(t, out, "over the 3 transfers whose debit and credit Saves were traced")
-	require.Regexp(t, `credit: its Save\s+10\.00\s+15\.00\s+10\.00`, out)
+	require.Contains(t, out, "4 traced transfers broken down (3 left out")
+	require.Regexp(t, `debit and hold\s+13\.00\s+21\.00\s+15\.75`, out)
+	require.Contains(t, out, "debit and hold, split into its two parallel branches, over the 3 transfers whose debit and hold Saves were traced")
+	require.Regexp(t, `hold: its Save\s+6\.00\s+6\.00\s+5\.33`, out)
 }
 
 // requireStats checks each of got against want (names, percentiles and
@@ -152,7 +226,7 @@ func requireStats(t *testing.T, n int, got, want []hopStats) {
 func TestLatencyBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ok := transferSpans(t, "t1", [6]int{1, 1, 1, 1, 1, 1})
+	ok := spanLines(t, transferSpans("t1", even)...)
 	cases := []struct {
 		args []string
 		code int
@@ -175,11 +249,14 @@ func TestLatencyBadInput(t *testing.T) {
 	}
 }
 
-// The spans bank demo --trace writes break down.
+// The spans bank demo --trace writes break down: each traced transfer's
+// hops add up to its call, and the parts of debit and hold to its two
+// branches, the later of which is the hop.
 func TestLatencyOfDemoTrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	code, out, stderr := runCLI(t, ctx, "latency", "--trace", demoSpans(t, ctx, "5"), "--output", "json")
+	path := demoSpans(t, ctx, "5")
+	code, out, stderr := runCLI(t, ctx, "latency", "--trace", path, "--output", "json")
 	require.Equal(t, exitOK, code, stderr)
 	var rep latencyReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
@@ -191,10 +268,65 @@ func TestLatencyOfDemoTrace(t *testing.T) {
 		sum += h.Mean
 	}
 	require.InDelta(t, rep.Hops[len(hopNames)].Mean, sum, 0.01, "the hops add up to the call")
-	require.Positive(t, rep.Hops[2].Mean, "a debit takes a Save")
-	// Every Save carrying a traced write is traced: each transfer's two
-	// durable hops split, and their parts add up to them.
+	require.Positive(t, rep.Hops[1].Mean, "the debit and the hold take a Save each")
+	// Every Save carrying a traced write is traced: each transfer's debit
+	// and hold split.
 	require.Equal(t, rep.Transfers, rep.DurableTransfers)
-	require.InDelta(t, rep.Hops[2].Mean, rep.Durable[0].Mean+rep.Durable[1].Mean+rep.Durable[2].Mean, 0.01, "the debit's parts")
-	require.InDelta(t, rep.Hops[4].Mean, rep.Durable[3].Mean+rep.Durable[4].Mean+rep.Durable[5].Mean, 0.01, "the credit's parts")
+
+	// Each transfer, exactly, against its spans.
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	spans, err := readSpans(f)
+	require.NoError(t, err)
+	byTrace, saveOf, _ := indexSpans(spans)
+	start := func(ts []*span, name, key, pattern string) time.Time {
+		t.Helper()
+		re := regexp.MustCompile(pattern)
+		for _, s := range ts {
+			if s.Name == name && re.MatchString(s.attr(key)) {
+				return s.StartTime
+			}
+		}
+		require.Failf(t, "a span is missing", "%s with %s matching %s", name, key, pattern)
+		return time.Time{}
+	}
+	sumOf := func(d []time.Duration) (total time.Duration) {
+		for _, x := range d {
+			require.GreaterOrEqual(t, x, time.Duration(0))
+			total += x
+		}
+		return total
+	}
+	roots, n := 0, 0
+	for _, ts := range byTrace {
+		root := transferRoot(ts)
+		if root == nil {
+			continue
+		}
+		roots++
+		hops, parts, ok := transferHops(root, ts, saveOf)
+		if !ok {
+			continue
+		}
+		n++
+		require.Len(t, hops, len(hopNames))
+		require.Equal(t, root.EndTime.Sub(root.StartTime), sumOf(hops), "the hops add up to the call")
+		require.Len(t, parts, len(branchNames))
+		saga := start(ts, "ordo.handle", "ordo.message", `\.SubmitTransfer$`)
+		handOver := start(ts, "ordo.handle", "ordo.message", `\.Debit$`).Sub(saga)
+		debit := start(ts, "ordo.continue", "ordo.request_id", `:debit$`).Sub(saga)
+		hold := start(ts, "ordo.continue", "ordo.request_id", `:hold(-[0-9a-f]+)?$`).Sub(saga)
+		require.Equal(t, debit, handOver+sumOf(parts[:3]), "the debit's branch")
+		require.Equal(t, hold, sumOf(parts[3:]), "the hold's branch")
+		release := start(ts, "ordo.handle", "ordo.message", `\.Release$`)
+		released := start(ts, "ordo.continue", "ordo.request_id", `:release$`)
+		require.Equal(t, saga.Sub(root.StartTime), hops[0], "client -> saga")
+		require.Equal(t, max(debit, hold), hops[1], "debit and hold is the later branch")
+		require.Equal(t, release.Sub(saga.Add(hops[1])), hops[2], "-> release")
+		require.Equal(t, released.Sub(release), hops[3], "release -> ack")
+		require.Equal(t, root.EndTime.Sub(released), hops[4], "outcome -> client")
+	}
+	require.Equal(t, rep.Transfers, n)
+	require.Equal(t, rep.Transfers+rep.LeftOut, roots)
 }

@@ -32,7 +32,7 @@ import (
 
 // One transfer is one trace: submitted through a node that hosts neither
 // account, it is routed to the source's node (saga and debit), whose
-// credit goes to the destination's node; every one of the three nodes
+// hold and release go to the destination's node; every one of the three nodes
 // exports spans of that trace, and nothing else is traced meanwhile.
 func TestTransferIsOneTrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -108,12 +108,13 @@ func TestTransferIsOneTrace(t *testing.T) {
 	// A reply can reach its caller before the run that made it has ended
 	// its span (the saver releases a write's reply once it is durable,
 	// while the handler may still be returning): wait until the handlings
-	// and the routed credit checked below have ended theirs.
+	// and the routed hold and release checked below have ended theirs.
 	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
 		collect()
 		for _, w := range []struct{ node, name, message string }{
 			{"n1", "ordo.handle", "ordo.bank.v1.SubmitTransfer"}, {"n1", "ordo.handle", "ordo.bank.v1.Debit"},
-			{"n2", "ordo.handle", "ordo.bank.v1.Credit"}, {"n1", "ordo.call", "ordo.bank.v1.Credit"},
+			{"n2", "ordo.handle", "ordo.bank.v1.Hold"}, {"n1", "ordo.call", "ordo.bank.v1.Hold"},
+			{"n2", "ordo.handle", "ordo.bank.v1.Release"}, {"n1", "ordo.call", "ordo.bank.v1.Release"},
 		} {
 			if _, ok := lookup(w.node, w.name, w.message); !ok {
 				return fmt.Errorf("no %s span of %s on %s yet", w.name, w.message, w.node)
@@ -146,9 +147,11 @@ func TestTransferIsOneTrace(t *testing.T) {
 	submit := find("n1", "ordo.handle", "ordo.bank.v1.SubmitTransfer")
 	debit := find("n1", "ordo.handle", "ordo.bank.v1.Debit")
 	require.Equal(t, submit.SpanContext.SpanID(), debit.Parent.SpanID(), "the co-located debit is the saga's child")
-	credit := find("n2", "ordo.handle", "ordo.bank.v1.Credit")
-	require.True(t, credit.Parent.IsRemote(), "n2's credit continues n1's trace")
-	find("n1", "ordo.call", "ordo.bank.v1.Credit")
+	for _, m := range []string{"ordo.bank.v1.Hold", "ordo.bank.v1.Release"} {
+		handled := find("n2", "ordo.handle", m)
+		require.True(t, handled.Parent.IsRemote(), "n2's %s continues n1's trace", m)
+		find("n1", "ordo.call", m)
+	}
 	for _, n := range []string{"n1", "n2"} {
 		found := false
 		for _, s := range spans {

@@ -115,6 +115,9 @@ type Account struct {
 	// The source account of each credited transfer (credits), where its
 	// saga lives.
 	CreditSources map[string]string `protobuf:"bytes,5,rep,name=credit_sources,json=creditSources,proto3" json:"credit_sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Credits held for transfers whose saga has not released or cancelled
+	// them yet, by transfer ID: not part of the balance.
+	Held          map[string]*HeldCredit `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +187,88 @@ func (x *Account) GetCreditSources() map[string]string {
 	return nil
 }
 
+func (x *Account) GetHeld() map[string]*HeldCredit {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+// HeldCredit is a credit an account holds (Account.held).
+type HeldCredit struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Amount int64                  `protobuf:"varint,1,opt,name=amount,proto3" json:"amount,omitempty"`
+	// The transfer's source account, where its saga lives.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// The account's activation that held it (actors.Context.Activation): a
+	// credit held by an earlier activation may have been released there,
+	// and the transfer acknowledged, in a change lost with that
+	// activation's memory.
+	Activation uint64 `protobuf:"varint,3,opt,name=activation,proto3" json:"activation,omitempty"`
+	// The activation of the saga that held it (Hold.saga).
+	Saga          uint64 `protobuf:"varint,4,opt,name=saga,proto3" json:"saga,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldCredit) Reset() {
+	*x = HeldCredit{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldCredit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldCredit) ProtoMessage() {}
+
+func (x *HeldCredit) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldCredit.ProtoReflect.Descriptor instead.
+func (*HeldCredit) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HeldCredit) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *HeldCredit) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *HeldCredit) GetActivation() uint64 {
+	if x != nil {
+		return x.Activation
+	}
+	return 0
+}
+
+func (x *HeldCredit) GetSaga() uint64 {
+	if x != nil {
+		return x.Saga
+	}
+	return 0
+}
+
 // Open opens the account with an initial balance; opening an open account
 // changes nothing and returns its balance.
 type Open struct {
@@ -195,7 +280,7 @@ type Open struct {
 
 func (x *Open) Reset() {
 	*x = Open{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[1]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +292,7 @@ func (x *Open) String() string {
 func (*Open) ProtoMessage() {}
 
 func (x *Open) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[1]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +305,7 @@ func (x *Open) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Open.ProtoReflect.Descriptor instead.
 func (*Open) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{1}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Open) GetInitial() int64 {
@@ -240,7 +325,7 @@ type Deposit struct {
 
 func (x *Deposit) Reset() {
 	*x = Deposit{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[2]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +337,7 @@ func (x *Deposit) String() string {
 func (*Deposit) ProtoMessage() {}
 
 func (x *Deposit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[2]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +350,7 @@ func (x *Deposit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deposit.ProtoReflect.Descriptor instead.
 func (*Deposit) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{2}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Deposit) GetAmount() int64 {
@@ -285,7 +370,7 @@ type Withdraw struct {
 
 func (x *Withdraw) Reset() {
 	*x = Withdraw{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[3]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +382,7 @@ func (x *Withdraw) String() string {
 func (*Withdraw) ProtoMessage() {}
 
 func (x *Withdraw) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[3]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +395,7 @@ func (x *Withdraw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdraw.ProtoReflect.Descriptor instead.
 func (*Withdraw) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{3}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Withdraw) GetAmount() int64 {
@@ -329,7 +414,7 @@ type GetBalance struct {
 
 func (x *GetBalance) Reset() {
 	*x = GetBalance{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[4]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +426,7 @@ func (x *GetBalance) String() string {
 func (*GetBalance) ProtoMessage() {}
 
 func (x *GetBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[4]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +439,7 @@ func (x *GetBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalance.ProtoReflect.Descriptor instead.
 func (*GetBalance) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{4}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{5}
 }
 
 // Balance answers every account request.
@@ -367,7 +452,7 @@ type Balance struct {
 
 func (x *Balance) Reset() {
 	*x = Balance{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[5]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +464,7 @@ func (x *Balance) String() string {
 func (*Balance) ProtoMessage() {}
 
 func (x *Balance) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[5]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +477,7 @@ func (x *Balance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Balance.ProtoReflect.Descriptor instead.
 func (*Balance) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{5}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Balance) GetAmount() int64 {
@@ -413,7 +498,7 @@ type Debit struct {
 
 func (x *Debit) Reset() {
 	*x = Debit{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[6]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +510,7 @@ func (x *Debit) String() string {
 func (*Debit) ProtoMessage() {}
 
 func (x *Debit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[6]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +523,7 @@ func (x *Debit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Debit.ProtoReflect.Descriptor instead.
 func (*Debit) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{6}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Debit) GetTransferId() string {
@@ -471,7 +556,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[7]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +568,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[7]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +581,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{7}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Credit) GetTransferId() string {
@@ -537,7 +622,7 @@ type CheckOpen struct {
 
 func (x *CheckOpen) Reset() {
 	*x = CheckOpen{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[8]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +634,7 @@ func (x *CheckOpen) String() string {
 func (*CheckOpen) ProtoMessage() {}
 
 func (x *CheckOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[8]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,20 +647,25 @@ func (x *CheckOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckOpen.ProtoReflect.Descriptor instead.
 func (*CheckOpen) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{8}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{9}
 }
 
 // Forget drops a finished transfer from the account's in-flight maps.
 type Forget struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TransferId string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	// Set on the Forget a completed transfer sends its destination: a
+	// credit still held there (its Release lost with the account's memory)
+	// is added first.
+	Amount        int64  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Forget) Reset() {
 	*x = Forget{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[9]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +677,7 @@ func (x *Forget) String() string {
 func (*Forget) ProtoMessage() {}
 
 func (x *Forget) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[9]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,10 +690,206 @@ func (x *Forget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forget.ProtoReflect.Descriptor instead.
 func (*Forget) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{9}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Forget) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *Forget) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *Forget) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// Hold holds amount for transfer transfer_id from source (see
+// AccountService.Hold).
+type Hold struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TransferId string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount     int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Source     string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// The saga's activation (actors.Context.Activation): a hold made again
+	// by another activation of the saga, or by the saga of the same
+	// transfer submitted again after its start was lost, is recorded as
+	// that one's.
+	Saga          uint64 `protobuf:"varint,4,opt,name=saga,proto3" json:"saga,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hold) Reset() {
+	*x = Hold{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hold) ProtoMessage() {}
+
+func (x *Hold) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hold.ProtoReflect.Descriptor instead.
+func (*Hold) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Hold) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *Hold) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *Hold) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Hold) GetSaga() uint64 {
+	if x != nil {
+		return x.Saga
+	}
+	return 0
+}
+
+// Release adds amount for transfer transfer_id from source: its debit is
+// durable. The transfer is remembered (credits) until it is forgotten.
+type Release struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Release) Reset() {
+	*x = Release{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Release) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Release) ProtoMessage() {}
+
+func (x *Release) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Release.ProtoReflect.Descriptor instead.
+func (*Release) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Release) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *Release) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *Release) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// Cancel drops the credit held for transfer transfer_id: the transfer was
+// rejected, or its saga never started for good.
+type Cancel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cancel) Reset() {
+	*x = Cancel{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cancel) ProtoMessage() {}
+
+func (x *Cancel) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
+func (*Cancel) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Cancel) GetTransferId() string {
 	if x != nil {
 		return x.TransferId
 	}
@@ -632,7 +918,7 @@ type Transfer struct {
 
 func (x *Transfer) Reset() {
 	*x = Transfer{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[10]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +930,7 @@ func (x *Transfer) String() string {
 func (*Transfer) ProtoMessage() {}
 
 func (x *Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[10]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +943,7 @@ func (x *Transfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transfer.ProtoReflect.Descriptor instead.
 func (*Transfer) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{10}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Transfer) GetFrom() string {
@@ -722,7 +1008,7 @@ type SubmitTransfer struct {
 
 func (x *SubmitTransfer) Reset() {
 	*x = SubmitTransfer{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[11]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +1020,7 @@ func (x *SubmitTransfer) String() string {
 func (*SubmitTransfer) ProtoMessage() {}
 
 func (x *SubmitTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[11]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +1033,7 @@ func (x *SubmitTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTransfer.ProtoReflect.Descriptor instead.
 func (*SubmitTransfer) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{11}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitTransfer) GetFrom() string {
@@ -780,7 +1066,7 @@ type GetTransfer struct {
 
 func (x *GetTransfer) Reset() {
 	*x = GetTransfer{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[12]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1078,7 @@ func (x *GetTransfer) String() string {
 func (*GetTransfer) ProtoMessage() {}
 
 func (x *GetTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[12]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1091,7 @@ func (x *GetTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransfer.ProtoReflect.Descriptor instead.
 func (*GetTransfer) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{12}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{16}
 }
 
 // RetryStep re-drives a transfer saga's current step.
@@ -817,7 +1103,7 @@ type RetryStep struct {
 
 func (x *RetryStep) Reset() {
 	*x = RetryStep{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1115,7 @@ func (x *RetryStep) String() string {
 func (*RetryStep) ProtoMessage() {}
 
 func (x *RetryStep) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[13]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1128,7 @@ func (x *RetryStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStep.ProtoReflect.Descriptor instead.
 func (*RetryStep) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{13}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{17}
 }
 
 // ScheduleTransfer schedules a transfer to start at start_unix_nano;
@@ -860,7 +1146,7 @@ type ScheduleTransfer struct {
 
 func (x *ScheduleTransfer) Reset() {
 	*x = ScheduleTransfer{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1158,7 @@ func (x *ScheduleTransfer) String() string {
 func (*ScheduleTransfer) ProtoMessage() {}
 
 func (x *ScheduleTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[14]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1171,7 @@ func (x *ScheduleTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleTransfer.ProtoReflect.Descriptor instead.
 func (*ScheduleTransfer) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{14}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScheduleTransfer) GetFrom() string {
@@ -925,7 +1211,7 @@ type StartTransfer struct {
 
 func (x *StartTransfer) Reset() {
 	*x = StartTransfer{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1223,7 @@ func (x *StartTransfer) String() string {
 func (*StartTransfer) ProtoMessage() {}
 
 func (x *StartTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[15]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1236,7 @@ func (x *StartTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTransfer.ProtoReflect.Descriptor instead.
 func (*StartTransfer) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{15}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{19}
 }
 
 // TransferState answers transfer requests.
@@ -970,7 +1256,7 @@ type TransferState struct {
 
 func (x *TransferState) Reset() {
 	*x = TransferState{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1268,7 @@ func (x *TransferState) String() string {
 func (*TransferState) ProtoMessage() {}
 
 func (x *TransferState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[16]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1281,7 @@ func (x *TransferState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferState.ProtoReflect.Descriptor instead.
 func (*TransferState) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{16}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TransferState) GetFrom() string {
@@ -1050,7 +1336,7 @@ type Opened struct {
 
 func (x *Opened) Reset() {
 	*x = Opened{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1348,7 @@ func (x *Opened) String() string {
 func (*Opened) ProtoMessage() {}
 
 func (x *Opened) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[17]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1361,7 @@ func (x *Opened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Opened.ProtoReflect.Descriptor instead.
 func (*Opened) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{17}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Opened) GetInitial() int64 {
@@ -1095,7 +1381,7 @@ type Deposited struct {
 
 func (x *Deposited) Reset() {
 	*x = Deposited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1393,7 @@ func (x *Deposited) String() string {
 func (*Deposited) ProtoMessage() {}
 
 func (x *Deposited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[18]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1406,7 @@ func (x *Deposited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deposited.ProtoReflect.Descriptor instead.
 func (*Deposited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{18}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Deposited) GetAmount() int64 {
@@ -1140,7 +1426,7 @@ type Withdrawn struct {
 
 func (x *Withdrawn) Reset() {
 	*x = Withdrawn{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1438,7 @@ func (x *Withdrawn) String() string {
 func (*Withdrawn) ProtoMessage() {}
 
 func (x *Withdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[19]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1451,7 @@ func (x *Withdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdrawn.ProtoReflect.Descriptor instead.
 func (*Withdrawn) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{19}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Withdrawn) GetAmount() int64 {
@@ -1187,7 +1473,7 @@ type Debited struct {
 
 func (x *Debited) Reset() {
 	*x = Debited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1485,7 @@ func (x *Debited) String() string {
 func (*Debited) ProtoMessage() {}
 
 func (x *Debited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[20]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1498,7 @@ func (x *Debited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Debited.ProtoReflect.Descriptor instead.
 func (*Debited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{20}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Debited) GetTransferId() string {
@@ -1230,7 +1516,7 @@ func (x *Debited) GetAmount() int64 {
 }
 
 // Credited adds amount for transfer transfer_id, remembered (credits)
-// until the transfer is forgotten.
+// until the transfer is forgotten; a credit held for it is released.
 type Credited struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TransferId string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
@@ -1244,7 +1530,7 @@ type Credited struct {
 
 func (x *Credited) Reset() {
 	*x = Credited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1542,7 @@ func (x *Credited) String() string {
 func (*Credited) ProtoMessage() {}
 
 func (x *Credited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1555,7 @@ func (x *Credited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credited.ProtoReflect.Descriptor instead.
 func (*Credited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Credited) GetTransferId() string {
@@ -1293,6 +1579,129 @@ func (x *Credited) GetSource() string {
 	return ""
 }
 
+// CreditHeld holds amount for transfer transfer_id (Account.held); the
+// balance does not change.
+type CreditHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Activation    uint64                 `protobuf:"varint,4,opt,name=activation,proto3" json:"activation,omitempty"`
+	Saga          uint64                 `protobuf:"varint,5,opt,name=saga,proto3" json:"saga,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreditHeld) Reset() {
+	*x = CreditHeld{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreditHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreditHeld) ProtoMessage() {}
+
+func (x *CreditHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreditHeld.ProtoReflect.Descriptor instead.
+func (*CreditHeld) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreditHeld) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *CreditHeld) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *CreditHeld) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CreditHeld) GetActivation() uint64 {
+	if x != nil {
+		return x.Activation
+	}
+	return 0
+}
+
+func (x *CreditHeld) GetSaga() uint64 {
+	if x != nil {
+		return x.Saga
+	}
+	return 0
+}
+
+// HoldCancelled drops the credit held for transfer transfer_id.
+type HoldCancelled struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldCancelled) Reset() {
+	*x = HoldCancelled{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldCancelled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldCancelled) ProtoMessage() {}
+
+func (x *HoldCancelled) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldCancelled.ProtoReflect.Descriptor instead.
+func (*HoldCancelled) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *HoldCancelled) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
 // Refunded adds back amount, debited by transfer transfer_id, whose credit
 // could never succeed; remembered (credits) under refund_id until the
 // refund is forgotten.
@@ -1307,7 +1716,7 @@ type Refunded struct {
 
 func (x *Refunded) Reset() {
 	*x = Refunded{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1728,7 @@ func (x *Refunded) String() string {
 func (*Refunded) ProtoMessage() {}
 
 func (x *Refunded) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1741,7 @@ func (x *Refunded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refunded.ProtoReflect.Descriptor instead.
 func (*Refunded) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{22}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Refunded) GetTransferId() string {
@@ -1366,7 +1775,7 @@ type Forgotten struct {
 
 func (x *Forgotten) Reset() {
 	*x = Forgotten{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1787,7 @@ func (x *Forgotten) String() string {
 func (*Forgotten) ProtoMessage() {}
 
 func (x *Forgotten) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1800,7 @@ func (x *Forgotten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgotten.ProtoReflect.Descriptor instead.
 func (*Forgotten) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{23}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Forgotten) GetTransferId() string {
@@ -1411,7 +1820,7 @@ type SettleHeld struct {
 
 func (x *SettleHeld) Reset() {
 	*x = SettleHeld{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1832,7 @@ func (x *SettleHeld) String() string {
 func (*SettleHeld) ProtoMessage() {}
 
 func (x *SettleHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1845,7 @@ func (x *SettleHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleHeld.ProtoReflect.Descriptor instead.
 func (*SettleHeld) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{24}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{30}
 }
 
 // Settle asks a transfer's saga to finish with its accounts: a finished
@@ -1449,7 +1858,7 @@ type Settle struct {
 
 func (x *Settle) Reset() {
 	*x = Settle{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1870,7 @@ func (x *Settle) String() string {
 func (*Settle) ProtoMessage() {}
 
 func (x *Settle) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,20 +1883,21 @@ func (x *Settle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settle.ProtoReflect.Descriptor instead.
 func (*Settle) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{25}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{31}
 }
 
 var File_proto_bankpb_bank_proto protoreflect.FileDescriptor
 
 const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\n" +
-	"\x17proto/bankpb/bank.proto\x12\fordo.bank.v1\x1a\x1aproto/ordopb/options.proto\"\xbe\x03\n" +
+	"\x17proto/bankpb/bank.proto\x12\fordo.bank.v1\x1a\x1aproto/ordopb/options.proto\"\xc6\x04\n" +
 	"\aAccount\x12\x16\n" +
 	"\x06opened\x18\x01 \x01(\bR\x06opened\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\x03R\abalance\x129\n" +
 	"\x06debits\x18\x03 \x03(\v2!.ordo.bank.v1.Account.DebitsEntryR\x06debits\x12<\n" +
 	"\acredits\x18\x04 \x03(\v2\".ordo.bank.v1.Account.CreditsEntryR\acredits\x12O\n" +
-	"\x0ecredit_sources\x18\x05 \x03(\v2(.ordo.bank.v1.Account.CreditSourcesEntryR\rcreditSources\x1a9\n" +
+	"\x0ecredit_sources\x18\x05 \x03(\v2(.ordo.bank.v1.Account.CreditSourcesEntryR\rcreditSources\x123\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.ordo.bank.v1.Account.HeldEntryR\x04held\x1a9\n" +
 	"\vDebitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
@@ -1496,7 +1906,18 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
 	"\x12CreditSourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\" \n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aQ\n" +
+	"\tHeldEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.ordo.bank.v1.HeldCreditR\x05value:\x028\x01\"p\n" +
+	"\n" +
+	"HeldCredit\x12\x16\n" +
+	"\x06amount\x18\x01 \x01(\x03R\x06amount\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1e\n" +
+	"\n" +
+	"activation\x18\x03 \x01(\x04R\n" +
+	"activation\x12\x12\n" +
+	"\x04saga\x18\x04 \x01(\x04R\x04saga\" \n" +
 	"\x04Open\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\x03R\ainitial\"!\n" +
 	"\aDeposit\x12\x16\n" +
@@ -1517,8 +1938,24 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x1b\n" +
 	"\trefund_of\x18\x03 \x01(\tR\brefundOf\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\tR\x06source\"\v\n" +
-	"\tCheckOpen\")\n" +
+	"\tCheckOpen\"Y\n" +
 	"\x06Forget\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"k\n" +
+	"\x04Hold\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x12\n" +
+	"\x04saga\x18\x04 \x01(\x04R\x04saga\"Z\n" +
+	"\aRelease\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\")\n" +
+	"\x06Cancel\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\"\xd4\x01\n" +
 	"\bTransfer\x12\x12\n" +
@@ -1562,7 +1999,20 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\"`\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\x91\x01\n" +
+	"\n" +
+	"CreditHeld\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\x03R\x06amount\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1e\n" +
+	"\n" +
+	"activation\x18\x04 \x01(\x04R\n" +
+	"activation\x12\x12\n" +
+	"\x04saga\x18\x05 \x01(\x04R\x04saga\"0\n" +
+	"\rHoldCancelled\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\"`\n" +
 	"\bRefunded\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\tR\n" +
 	"transferId\x12\x16\n" +
@@ -1583,7 +2033,7 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x18TRANSFER_STATUS_REJECTED\x10\x05\x12 \n" +
 	"\x1cTRANSFER_STATUS_COMPENSATING\x10\x06\x12\x1f\n" +
 	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a\x12\x1d\n" +
-	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\xd4\x04\n" +
+	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\x8f\x06\n" +
 	"\x0eAccountService\x121\n" +
 	"\x04Open\x12\x12.ordo.bank.v1.Open\x1a\x15.ordo.bank.v1.Balance\x127\n" +
 	"\aDeposit\x12\x15.ordo.bank.v1.Deposit\x1a\x15.ordo.bank.v1.Balance\x129\n" +
@@ -1593,7 +2043,10 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\tCheckOpen\x12\x17.ordo.bank.v1.CheckOpen\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\b\x01\x12;\n" +
 	"\x05Debit\x12\x13.ordo.bank.v1.Debit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
 	"\x06Credit\x12\x14.ordo.bank.v1.Credit\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
-	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12E\n" +
+	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x129\n" +
+	"\x04Hold\x12\x12.ordo.bank.v1.Hold\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12?\n" +
+	"\aRelease\x12\x15.ordo.bank.v1.Release\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
+	"\x06Cancel\x12\x14.ordo.bank.v1.Cancel\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12E\n" +
 	"\n" +
 	"SettleHeld\x12\x18.ordo.bank.v1.SettleHeld\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
 	"\aaccount2\xf1\x03\n" +
@@ -1620,80 +2073,95 @@ func file_proto_bankpb_bank_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_bankpb_bank_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_proto_bankpb_bank_proto_goTypes = []any{
 	(TransferStatus)(0),      // 0: ordo.bank.v1.TransferStatus
 	(*Account)(nil),          // 1: ordo.bank.v1.Account
-	(*Open)(nil),             // 2: ordo.bank.v1.Open
-	(*Deposit)(nil),          // 3: ordo.bank.v1.Deposit
-	(*Withdraw)(nil),         // 4: ordo.bank.v1.Withdraw
-	(*GetBalance)(nil),       // 5: ordo.bank.v1.GetBalance
-	(*Balance)(nil),          // 6: ordo.bank.v1.Balance
-	(*Debit)(nil),            // 7: ordo.bank.v1.Debit
-	(*Credit)(nil),           // 8: ordo.bank.v1.Credit
-	(*CheckOpen)(nil),        // 9: ordo.bank.v1.CheckOpen
-	(*Forget)(nil),           // 10: ordo.bank.v1.Forget
-	(*Transfer)(nil),         // 11: ordo.bank.v1.Transfer
-	(*SubmitTransfer)(nil),   // 12: ordo.bank.v1.SubmitTransfer
-	(*GetTransfer)(nil),      // 13: ordo.bank.v1.GetTransfer
-	(*RetryStep)(nil),        // 14: ordo.bank.v1.RetryStep
-	(*ScheduleTransfer)(nil), // 15: ordo.bank.v1.ScheduleTransfer
-	(*StartTransfer)(nil),    // 16: ordo.bank.v1.StartTransfer
-	(*TransferState)(nil),    // 17: ordo.bank.v1.TransferState
-	(*Opened)(nil),           // 18: ordo.bank.v1.Opened
-	(*Deposited)(nil),        // 19: ordo.bank.v1.Deposited
-	(*Withdrawn)(nil),        // 20: ordo.bank.v1.Withdrawn
-	(*Debited)(nil),          // 21: ordo.bank.v1.Debited
-	(*Credited)(nil),         // 22: ordo.bank.v1.Credited
-	(*Refunded)(nil),         // 23: ordo.bank.v1.Refunded
-	(*Forgotten)(nil),        // 24: ordo.bank.v1.Forgotten
-	(*SettleHeld)(nil),       // 25: ordo.bank.v1.SettleHeld
-	(*Settle)(nil),           // 26: ordo.bank.v1.Settle
-	nil,                      // 27: ordo.bank.v1.Account.DebitsEntry
-	nil,                      // 28: ordo.bank.v1.Account.CreditsEntry
-	nil,                      // 29: ordo.bank.v1.Account.CreditSourcesEntry
+	(*HeldCredit)(nil),       // 2: ordo.bank.v1.HeldCredit
+	(*Open)(nil),             // 3: ordo.bank.v1.Open
+	(*Deposit)(nil),          // 4: ordo.bank.v1.Deposit
+	(*Withdraw)(nil),         // 5: ordo.bank.v1.Withdraw
+	(*GetBalance)(nil),       // 6: ordo.bank.v1.GetBalance
+	(*Balance)(nil),          // 7: ordo.bank.v1.Balance
+	(*Debit)(nil),            // 8: ordo.bank.v1.Debit
+	(*Credit)(nil),           // 9: ordo.bank.v1.Credit
+	(*CheckOpen)(nil),        // 10: ordo.bank.v1.CheckOpen
+	(*Forget)(nil),           // 11: ordo.bank.v1.Forget
+	(*Hold)(nil),             // 12: ordo.bank.v1.Hold
+	(*Release)(nil),          // 13: ordo.bank.v1.Release
+	(*Cancel)(nil),           // 14: ordo.bank.v1.Cancel
+	(*Transfer)(nil),         // 15: ordo.bank.v1.Transfer
+	(*SubmitTransfer)(nil),   // 16: ordo.bank.v1.SubmitTransfer
+	(*GetTransfer)(nil),      // 17: ordo.bank.v1.GetTransfer
+	(*RetryStep)(nil),        // 18: ordo.bank.v1.RetryStep
+	(*ScheduleTransfer)(nil), // 19: ordo.bank.v1.ScheduleTransfer
+	(*StartTransfer)(nil),    // 20: ordo.bank.v1.StartTransfer
+	(*TransferState)(nil),    // 21: ordo.bank.v1.TransferState
+	(*Opened)(nil),           // 22: ordo.bank.v1.Opened
+	(*Deposited)(nil),        // 23: ordo.bank.v1.Deposited
+	(*Withdrawn)(nil),        // 24: ordo.bank.v1.Withdrawn
+	(*Debited)(nil),          // 25: ordo.bank.v1.Debited
+	(*Credited)(nil),         // 26: ordo.bank.v1.Credited
+	(*CreditHeld)(nil),       // 27: ordo.bank.v1.CreditHeld
+	(*HoldCancelled)(nil),    // 28: ordo.bank.v1.HoldCancelled
+	(*Refunded)(nil),         // 29: ordo.bank.v1.Refunded
+	(*Forgotten)(nil),        // 30: ordo.bank.v1.Forgotten
+	(*SettleHeld)(nil),       // 31: ordo.bank.v1.SettleHeld
+	(*Settle)(nil),           // 32: ordo.bank.v1.Settle
+	nil,                      // 33: ordo.bank.v1.Account.DebitsEntry
+	nil,                      // 34: ordo.bank.v1.Account.CreditsEntry
+	nil,                      // 35: ordo.bank.v1.Account.CreditSourcesEntry
+	nil,                      // 36: ordo.bank.v1.Account.HeldEntry
 }
 var file_proto_bankpb_bank_proto_depIdxs = []int32{
-	27, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
-	28, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
-	29, // 2: ordo.bank.v1.Account.credit_sources:type_name -> ordo.bank.v1.Account.CreditSourcesEntry
-	0,  // 3: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
-	0,  // 4: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
-	2,  // 5: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
-	3,  // 6: ordo.bank.v1.AccountService.Deposit:input_type -> ordo.bank.v1.Deposit
-	4,  // 7: ordo.bank.v1.AccountService.Withdraw:input_type -> ordo.bank.v1.Withdraw
-	5,  // 8: ordo.bank.v1.AccountService.GetBalance:input_type -> ordo.bank.v1.GetBalance
-	9,  // 9: ordo.bank.v1.AccountService.CheckOpen:input_type -> ordo.bank.v1.CheckOpen
-	7,  // 10: ordo.bank.v1.AccountService.Debit:input_type -> ordo.bank.v1.Debit
-	8,  // 11: ordo.bank.v1.AccountService.Credit:input_type -> ordo.bank.v1.Credit
-	10, // 12: ordo.bank.v1.AccountService.Forget:input_type -> ordo.bank.v1.Forget
-	25, // 13: ordo.bank.v1.AccountService.SettleHeld:input_type -> ordo.bank.v1.SettleHeld
-	12, // 14: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
-	13, // 15: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
-	14, // 16: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
-	26, // 17: ordo.bank.v1.TransferService.Settle:input_type -> ordo.bank.v1.Settle
-	15, // 18: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
-	16, // 19: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
-	6,  // 20: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
-	6,  // 21: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
-	6,  // 22: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
-	6,  // 23: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
-	6,  // 24: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
-	6,  // 25: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
-	6,  // 26: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
-	6,  // 27: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
-	6,  // 28: ordo.bank.v1.AccountService.SettleHeld:output_type -> ordo.bank.v1.Balance
-	17, // 29: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // 30: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // 31: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
-	17, // 32: ordo.bank.v1.TransferService.Settle:output_type -> ordo.bank.v1.TransferState
-	17, // 33: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
-	17, // 34: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
-	20, // [20:35] is the sub-list for method output_type
-	5,  // [5:20] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	33, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
+	34, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
+	35, // 2: ordo.bank.v1.Account.credit_sources:type_name -> ordo.bank.v1.Account.CreditSourcesEntry
+	36, // 3: ordo.bank.v1.Account.held:type_name -> ordo.bank.v1.Account.HeldEntry
+	0,  // 4: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
+	0,  // 5: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
+	2,  // 6: ordo.bank.v1.Account.HeldEntry.value:type_name -> ordo.bank.v1.HeldCredit
+	3,  // 7: ordo.bank.v1.AccountService.Open:input_type -> ordo.bank.v1.Open
+	4,  // 8: ordo.bank.v1.AccountService.Deposit:input_type -> ordo.bank.v1.Deposit
+	5,  // 9: ordo.bank.v1.AccountService.Withdraw:input_type -> ordo.bank.v1.Withdraw
+	6,  // 10: ordo.bank.v1.AccountService.GetBalance:input_type -> ordo.bank.v1.GetBalance
+	10, // 11: ordo.bank.v1.AccountService.CheckOpen:input_type -> ordo.bank.v1.CheckOpen
+	8,  // 12: ordo.bank.v1.AccountService.Debit:input_type -> ordo.bank.v1.Debit
+	9,  // 13: ordo.bank.v1.AccountService.Credit:input_type -> ordo.bank.v1.Credit
+	11, // 14: ordo.bank.v1.AccountService.Forget:input_type -> ordo.bank.v1.Forget
+	12, // 15: ordo.bank.v1.AccountService.Hold:input_type -> ordo.bank.v1.Hold
+	13, // 16: ordo.bank.v1.AccountService.Release:input_type -> ordo.bank.v1.Release
+	14, // 17: ordo.bank.v1.AccountService.Cancel:input_type -> ordo.bank.v1.Cancel
+	31, // 18: ordo.bank.v1.AccountService.SettleHeld:input_type -> ordo.bank.v1.SettleHeld
+	16, // 19: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
+	17, // 20: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
+	18, // 21: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
+	32, // 22: ordo.bank.v1.TransferService.Settle:input_type -> ordo.bank.v1.Settle
+	19, // 23: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
+	20, // 24: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
+	7,  // 25: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
+	7,  // 26: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
+	7,  // 27: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
+	7,  // 28: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
+	7,  // 29: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
+	7,  // 30: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
+	7,  // 31: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
+	7,  // 32: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
+	7,  // 33: ordo.bank.v1.AccountService.Hold:output_type -> ordo.bank.v1.Balance
+	7,  // 34: ordo.bank.v1.AccountService.Release:output_type -> ordo.bank.v1.Balance
+	7,  // 35: ordo.bank.v1.AccountService.Cancel:output_type -> ordo.bank.v1.Balance
+	7,  // 36: ordo.bank.v1.AccountService.SettleHeld:output_type -> ordo.bank.v1.Balance
+	21, // 37: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
+	21, // 38: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
+	21, // 39: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
+	21, // 40: ordo.bank.v1.TransferService.Settle:output_type -> ordo.bank.v1.TransferState
+	21, // 41: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
+	21, // 42: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
+	25, // [25:43] is the sub-list for method output_type
+	7,  // [7:25] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_proto_bankpb_bank_proto_init() }
@@ -1707,7 +2175,7 @@ func file_proto_bankpb_bank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_bankpb_bank_proto_rawDesc), len(file_proto_bankpb_bank_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -79,6 +79,23 @@ func (c AccountServiceClient) Forget(ctx context.Context, id string, req *Forget
 	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
 }
 
+// Hold records a transfer's credit without adding it to the balance,
+// until Release adds it or Cancel drops it: a saga holds the credit at
+// the destination while the debit at the source becomes durable.
+func (c AccountServiceClient) Hold(ctx context.Context, id string, req *Hold, opts ...actors.CallOption) (*Balance, error) {
+	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
+}
+
+// Release adds a transfer's credit to the balance (held or not).
+func (c AccountServiceClient) Release(ctx context.Context, id string, req *Release, opts ...actors.CallOption) (*Balance, error) {
+	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
+}
+
+// Cancel drops a held credit whose transfer did not happen.
+func (c AccountServiceClient) Cancel(ctx context.Context, id string, req *Cancel, opts ...actors.CallOption) (*Balance, error) {
+	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
+}
+
 // SettleHeld asks the sagas of the transfers the account still holds to
 // finish with it: the account's reminder while it holds any.
 func (c AccountServiceClient) SettleHeld(ctx context.Context, id string, req *SettleHeld, opts ...actors.CallOption) (*Balance, error) {
@@ -136,6 +153,29 @@ type AccountServiceServer[S proto.Message] interface {
 	// actors.ErrPermissionDenied.
 	Forget(c *actors.Context[S], req *Forget) (*Balance, error)
 
+	// Hold records a transfer's credit without adding it to the balance,
+	// until Release adds it or Cancel drops it: a saga holds the credit at
+	// the destination while the debit at the source becomes durable.
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	Hold(c *actors.Context[S], req *Hold) (*Balance, error)
+
+	// Release adds a transfer's credit to the balance (held or not).
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	Release(c *actors.Context[S], req *Release) (*Balance, error)
+
+	// Cancel drops a held credit whose transfer did not happen.
+	//
+	// A write handler (actors.On). Internal (actors.Internal): only the cluster's
+	// entities, nodes and process may send its requests; an external client's are
+	// refused with actors.ErrPermissionDenied.
+	Cancel(c *actors.Context[S], req *Cancel) (*Balance, error)
+
 	// SettleHeld asks the sagas of the transfers the account still holds to
 	// finish with it: the account's reminder while it holds any.
 	//
@@ -160,8 +200,11 @@ func AccountServiceHandlers[S proto.Message](srv AccountServiceServer[S]) []acto
 		actors.On[S, *Debit, *Balance](srv.Debit),
 		actors.On[S, *Credit, *Balance](srv.Credit),
 		actors.On[S, *Forget, *Balance](srv.Forget),
+		actors.On[S, *Hold, *Balance](srv.Hold),
+		actors.On[S, *Release, *Balance](srv.Release),
+		actors.On[S, *Cancel, *Balance](srv.Cancel),
 		actors.On[S, *SettleHeld, *Balance](srv.SettleHeld),
-		actors.Internal[S](new(Debit), new(Credit), new(Forget), new(SettleHeld)),
+		actors.Internal[S](new(Debit), new(Credit), new(Forget), new(Hold), new(Release), new(Cancel), new(SettleHeld)),
 	}
 }
 
@@ -248,6 +291,23 @@ func (AccountServiceRequester[S]) Credit(c *actors.Context[S], id string, req *C
 // Forget sends req to entity id and later runs then with the reply or the
 // error.
 func (AccountServiceRequester[S]) Forget(c *actors.Context[S], id string, req *Forget, requestID string, then func(c *actors.Context[S], reply *Balance, err error)) {
+	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
+}
+
+// Hold sends req to entity id and later runs then with the reply or the error.
+func (AccountServiceRequester[S]) Hold(c *actors.Context[S], id string, req *Hold, requestID string, then func(c *actors.Context[S], reply *Balance, err error)) {
+	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
+}
+
+// Release sends req to entity id and later runs then with the reply or the
+// error.
+func (AccountServiceRequester[S]) Release(c *actors.Context[S], id string, req *Release, requestID string, then func(c *actors.Context[S], reply *Balance, err error)) {
+	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
+}
+
+// Cancel sends req to entity id and later runs then with the reply or the
+// error.
+func (AccountServiceRequester[S]) Cancel(c *actors.Context[S], id string, req *Cancel, requestID string, then func(c *actors.Context[S], reply *Balance, err error)) {
 	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
 }
 

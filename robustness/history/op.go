@@ -16,7 +16,7 @@ type Kind string
 // The operations a bank client performs.
 const (
 	// OpTransfer moves Amount from account From to account To as a saga:
-	// debit From, then credit To.
+	// debit From and credit To.
 	OpTransfer Kind = "transfer"
 	// OpBalance reads the balance of Account.
 	OpBalance Kind = "balance"

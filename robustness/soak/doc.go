@@ -33,7 +33,7 @@
 //     host.DedupEntries, the ordo_dedup_entries gauge);
 //   - per etcd member: its database file's size (Status DbSize);
 //   - for the cluster: pending Forgets, the transfer IDs the accounts still
-//     hold in their debits and credits (every account's durable state
+//     hold in their debits, credits and held credits (every account's durable state
 //     through the entity inspector, /entities/{kind}/{id}, which rebuilds
 //     an event-sourced account from its snapshot and journal); the keys
 //     under the cluster's etcd prefix other than transfer records and the

@@ -119,8 +119,8 @@ func parseStatus(r io.Reader) (active, dedup int64, err error) {
 
 // pendingForgets reads an account from the entity inspector's answer
 // (/entities/{kind}/{id}) and returns the IDs of the transfers it still
-// holds in its debits and credits: those the saga has not yet told it to
-// forget.
+// holds in its debits, credits and held credits: those the saga has not
+// yet told it to forget (or to cancel).
 func pendingForgets(r io.Reader) ([]string, error) {
 	var e struct {
 		Record struct {
@@ -128,6 +128,7 @@ func pendingForgets(r io.Reader) ([]string, error) {
 			State struct {
 				Debits  map[string]json.RawMessage `json:"debits"`
 				Credits map[string]json.RawMessage `json:"credits"`
+				Held    map[string]json.RawMessage `json:"held"`
 			} `json:"state"`
 		} `json:"record"`
 	}
@@ -140,6 +141,9 @@ func pendingForgets(r io.Reader) ([]string, error) {
 	}
 	for id := range e.Record.State.Credits {
 		ids = append(ids, "credit "+id)
+	}
+	for id := range e.Record.State.Held {
+		ids = append(ids, "hold "+id)
 	}
 	return ids, nil
 }

@@ -111,12 +111,13 @@ func TestParseStatus(t *testing.T) {
 
 func TestPendingForgets(t *testing.T) {
 	ids, err := pendingForgets(strings.NewReader(`{"kind":"account","id":"acct-000001","record":{"found":true,
-		"state":{"opened":true,"balance":"950","debits":{"t-1":"50","t-2":"5"},"credits":{"t-9":"1"}}}}`))
+		"state":{"opened":true,"balance":"950","debits":{"t-1":"50","t-2":"5"},"credits":{"t-9":"1"},
+		"held":{"t-7":{"amount":"3","source":"acct-000002","activation":"12"}}}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(ids)
-	if want := []string{"credit t-9", "debit t-1", "debit t-2"}; !slices.Equal(ids, want) {
+	if want := []string{"credit t-9", "debit t-1", "debit t-2", "hold t-7"}; !slices.Equal(ids, want) {
 		t.Fatalf("pending %v, want %v", ids, want)
 	}
 	ids, err = pendingForgets(strings.NewReader(`{"record":{"found":true,"state":{"debits":{},"credits":{}}}}`))

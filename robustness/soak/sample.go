@@ -76,7 +76,7 @@ type Drain struct {
 	Pending int `json:"pending"`
 	// AtS is when that was read, in seconds since the load started.
 	AtS float64 `json:"at_s"`
-	// Leftover lists up to 20 of them ("debit ID" or "credit ID").
+	// Leftover lists up to 20 of them ("debit ID", "credit ID" or "hold ID").
 	Leftover []string `json:"leftover,omitempty"`
 }
 

@@ -410,6 +410,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./actors"},
 	},
 	{
+		Name:  "actors/refusal-recorded",
+		Guard: "a handler's refusal for now (Unavailable) is not recorded: the retry runs the handler again",
+		File:  "actors/entity.go",
+		Orig:  "	return errors.As(err, &ae) && Retryable(ae)",
+		Repl:  "	return false && errors.As(err, &ae) && Retryable(ae)",
+		Pkgs:  []string{"./actors"},
+	},
+	{
 		Name:  "pgstore/large-values-toasted",
 		Guard: "a record the size of a dedup window stays in its row, where PostgreSQL's default target moves it to the TOAST table",
 		File:  "persistence/pgstore/pgstore.go",
@@ -1295,6 +1303,24 @@ var mutants = []Mutant{
 		c.Resolve(outcome, state(c.State), nil)`,
 		Repl: `	if status == rejected {
 		c.ResolveNow(outcome, state(c.State), nil)`,
+		Pkgs: []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/held-credit-in-doubt",
+		Guard: "S5: an account that finds a credit held by an earlier activation (its release maybe lost with its memory, the transfer acknowledged) shows no balance until the saga settles it",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig:  "		if h.Activation != c.Activation() {",
+		Repl:  "		if false && h.Activation != c.Activation() {",
+		Pkgs:  []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/unstarted-hold-cancelled",
+		Guard: "a credit held for a saga whose start was lost is dropped once the saga's shard answers that no such transfer started",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig: `			if h, held := c.State.Held[id]; held && h.Saga == asked {
+				c.Emit(&bankpb.HoldCancelled{TransferId: id})`,
+		Repl: `			if h, held := c.State.Held[id]; held && h.Saga == asked {
+				_ = id`,
 		Pkgs: []string{"./examples/bank/ledger"},
 	},
 	{

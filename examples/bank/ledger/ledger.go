@@ -4,13 +4,27 @@
 // A transfer is a saga entity keyed by its source account and transfer ID
 // and placed in the source account's shard (actors.Colocated), so the saga
 // and its debit exchange messages in memory and share one Save. It debits
-// the source, then credits the destination, each step sent with a request
-// ID derived from the transfer ID and resent (same ID) until answered.
-// Accounts remember the transfers they debited or credited until the saga
-// finishes and tells them to forget, so a resent step is recognised however
-// late it comes. A transfer refused at the debit (unknown source,
-// insufficient funds) has no effect; a credit that can never succeed
-// (unknown destination) is compensated by a refund to the source.
+// the source and, at the same time, holds the credit at the destination
+// (a held credit is recorded there but is not part of the balance); once
+// both are durable it releases the credit, which makes it part of the
+// destination's balance, and answers. Each step is sent with a request ID
+// derived from the transfer ID and resent (same ID) until answered.
+// Accounts remember the transfers they debited, held or credited until
+// the saga finishes and tells them to forget, so a resent step is
+// recognised however late it comes. A transfer refused at the debit
+// (unknown source, insufficient funds) has no effect: its hold is
+// cancelled; a credit that can never succeed (unknown destination) is
+// compensated by a refund to the source.
+//
+// The hold is what lets the two writes be made at once rather than one
+// after the other (the saga sends it actors.BeforeDurable): if the debit's
+// write is lost, the saga and its debit are lost with it, and the hold
+// stays a hold until the saga, asked by the account, cancels it. The
+// release is written behind (it rides with the account's next write): an
+// account that loses it with its memory (a crash, a failed write) finds
+// the credit still held, and until the saga settles it refuses, for now
+// (actors.Unavailable), every answer that shows its balance, since the
+// transfer may have been acknowledged (see settling).
 // Submitting the same transfer again never applies it twice; the submit
 // call is answered with the saga's outcome (a deferred reply). A transfer
 // may also be scheduled (ScheduleTransfer): it waits as SCHEDULED, with a
@@ -56,11 +70,13 @@ var Account = bankpb.MustAccountServiceKind[*bankpb.Account](
 	actors.EventSourced(actors.EventSourcing[*bankpb.Account]{
 		Events: AccountEvents,
 		Apply:  ApplyAccount,
-	}))
+	}),
+	actors.OnActivate(func(c *accountCtx) { settleHeld(c, fmt.Sprintf("activate-%x", c.Activation())) }))
 
 // AccountEvents are the account kind's event types.
 var AccountEvents = []proto.Message{(*bankpb.Opened)(nil), (*bankpb.Deposited)(nil), (*bankpb.Withdrawn)(nil),
-	(*bankpb.Debited)(nil), (*bankpb.Credited)(nil), (*bankpb.Refunded)(nil), (*bankpb.Forgotten)(nil)}
+	(*bankpb.Debited)(nil), (*bankpb.Credited)(nil), (*bankpb.Refunded)(nil), (*bankpb.Forgotten)(nil),
+	(*bankpb.CreditHeld)(nil), (*bankpb.HoldCancelled)(nil)}
 
 // ApplyAccount folds one account event into the account's state.
 func ApplyAccount(a *bankpb.Account, ev proto.Message) error {
@@ -89,6 +105,14 @@ func ApplyAccount(a *bankpb.Account, ev proto.Message) error {
 			}
 			a.CreditSources[ev.TransferId] = ev.Source
 		}
+		delete(a.Held, ev.TransferId)
+	case *bankpb.CreditHeld:
+		if a.Held == nil {
+			a.Held = make(map[string]*bankpb.HeldCredit)
+		}
+		a.Held[ev.TransferId] = &bankpb.HeldCredit{Amount: ev.Amount, Source: ev.Source, Activation: ev.Activation, Saga: ev.Saga}
+	case *bankpb.HoldCancelled:
+		delete(a.Held, ev.TransferId)
 	case *bankpb.Refunded:
 		a.Balance += ev.Amount
 		if a.Credits == nil {
@@ -117,11 +141,17 @@ func (accounts) Open(c *accountCtx, m *bankpb.Open) (*bankpb.Balance, error) {
 	if !c.State.Opened {
 		c.Emit(&bankpb.Opened{Initial: m.Initial})
 	}
+	if err := settling(c); err != nil {
+		return nil, err
+	}
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
 func (accounts) Deposit(c *accountCtx, m *bankpb.Deposit) (*bankpb.Balance, error) {
 	if err := checkAccount(c, m.Amount); err != nil {
+		return nil, err
+	}
+	if err := settling(c); err != nil {
 		return nil, err
 	}
 	c.Emit(&bankpb.Deposited{Amount: m.Amount})
@@ -130,6 +160,9 @@ func (accounts) Deposit(c *accountCtx, m *bankpb.Deposit) (*bankpb.Balance, erro
 
 func (accounts) Withdraw(c *accountCtx, m *bankpb.Withdraw) (*bankpb.Balance, error) {
 	if err := checkAccount(c, m.Amount); err != nil {
+		return nil, err
+	}
+	if err := settling(c); err != nil {
 		return nil, err
 	}
 	if c.State.Balance < m.Amount {
@@ -142,6 +175,9 @@ func (accounts) Withdraw(c *accountCtx, m *bankpb.Withdraw) (*bankpb.Balance, er
 func (accounts) GetBalance(c *accountCtx, _ *bankpb.GetBalance) (*bankpb.Balance, error) {
 	if !c.State.Opened {
 		return nil, actors.HandlerError(CodeUnknownAccount, "account %s is not open", c.Ref().ID)
+	}
+	if err := settling(c); err != nil {
+		return nil, err
 	}
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
@@ -158,6 +194,9 @@ func (accounts) Debit(c *accountCtx, m *bankpb.Debit) (*bankpb.Balance, error) {
 		return &bankpb.Balance{Amount: c.State.Balance}, nil
 	}
 	if err := checkAccount(c, m.Amount); err != nil {
+		return nil, err
+	}
+	if err := settling(c); err != nil {
 		return nil, err
 	}
 	if c.State.Balance < m.Amount {
@@ -184,6 +223,108 @@ func (accounts) Credit(c *accountCtx, m *bankpb.Credit) (*bankpb.Balance, error)
 	return &bankpb.Balance{Amount: c.State.Balance}, nil
 }
 
+// Hold holds a transfer's credit: recorded with the activation that holds
+// it and the saga's, not part of the balance, until Release adds it or
+// Cancel drops it. The saga sends it while the debit at the source is not
+// yet durable (actors.BeforeDurable), so a hold may belong to a saga that
+// is lost with its debit: the account asks the saga (settleHeld), learns
+// that no such transfer started, and drops the hold. A transfer already
+// credited is not held again; one already held is held again only when
+// another activation of the saga asks, under that saga's activation (the
+// account's stays: a hold in doubt stays in doubt).
+func (accounts) Hold(c *accountCtx, m *bankpb.Hold) (*bankpb.Balance, error) {
+	if _, credited := c.State.Credits[m.TransferId]; credited {
+		return &bankpb.Balance{}, nil
+	}
+	activation := c.Activation()
+	if h, held := c.State.Held[m.TransferId]; held {
+		if h.Saga == m.Saga {
+			return &bankpb.Balance{}, nil
+		}
+		activation = h.Activation
+	}
+	if err := checkAccount(c, m.Amount); err != nil {
+		return nil, err
+	}
+	c.Emit(&bankpb.CreditHeld{TransferId: m.TransferId, Amount: m.Amount, Source: m.Source, Activation: activation, Saga: m.Saga})
+	holding(c)
+	return &bankpb.Balance{}, nil // the balance is not part of the answer
+}
+
+// Release adds a transfer's credit to the balance: the saga sends it once
+// the debit and the hold are durable, and answers its client once the
+// release is answered. It is written behind (actors.Context.WriteBehind)
+// and answered at once (actors.Context.ReplyBeforeDurable): the balance
+// it changes is shown only by answers that wait for it to be durable (a
+// read writes it first), and if it is lost with the account's memory the
+// credit is still held, from an earlier activation, so the account
+// refuses to show its balance until the saga settles it again
+// (settling). The answer is empty: it states only that the credit is
+// released in this activation. The transfer's amount comes with the
+// release: a credit is released even if its hold was cancelled meanwhile
+// (a stale Cancel, see Cancel), since its debit is durable.
+func (accounts) Release(c *accountCtx, m *bankpb.Release) (*bankpb.Balance, error) {
+	c.WriteBehind()
+	c.ReplyBeforeDurable()
+	if _, done := c.State.Credits[m.TransferId]; done {
+		return &bankpb.Balance{}, nil
+	}
+	if err := checkAccount(c, m.Amount); err != nil {
+		return nil, err
+	}
+	c.Emit(&bankpb.Credited{TransferId: m.TransferId, Amount: m.Amount, Source: m.Source})
+	holding(c)
+	return &bankpb.Balance{}, nil
+}
+
+// Cancel drops a held credit: its transfer was rejected, or its saga
+// never started for good (the hold's saga was lost with its debit). It is
+// written behind: a lost Cancel leaves the hold, which the settle reminder
+// asks about again. A Cancel that arrives after the transfer's release
+// (the saga of a lost start answering late while the client's resubmission
+// ran) changes nothing.
+func (accounts) Cancel(c *accountCtx, m *bankpb.Cancel) (*bankpb.Balance, error) {
+	c.WriteBehind()
+	if _, held := c.State.Held[m.TransferId]; held {
+		c.Emit(&bankpb.HoldCancelled{TransferId: m.TransferId})
+	}
+	if !holdsAny(c.State) {
+		c.CancelReminder(settleReminder)
+	}
+	return &bankpb.Balance{}, nil
+}
+
+// settling refuses, for now (actors.Unavailable, retried by the caller),
+// an answer that shows or depends on the balance while the account holds
+// credits held by an earlier activation: such a credit may have been
+// released there, and its transfer acknowledged, in a write lost with
+// that activation's memory, so the balance may lack money a client was
+// told had arrived. The account's activation asked their sagas to settle
+// (OnActivate); each answers with a Release, a Forget that releases, or a
+// Cancel. Credits held by this activation are not in doubt: the account
+// has not released them, so their transfers are not acknowledged, and a
+// balance without them is one the account had.
+func settling(c *accountCtx) error {
+	n := 0
+	for _, h := range c.State.Held {
+		if h.Activation != c.Activation() {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return actors.Unavailable(settleRetry, "account %s is settling %d credits held before it restarted", c.Ref().ID, n)
+}
+
+// settleRetry is how long a caller refused by settling waits at least.
+const settleRetry = 10 * time.Millisecond
+
+// holdsAny reports whether the account holds any transfer.
+func holdsAny(a *bankpb.Account) bool {
+	return len(a.Debits) > 0 || len(a.Credits) > 0 || len(a.Held) > 0
+}
+
 // Forget drops a finished transfer from the account, written behind
 // (actors.Context.WriteBehind): it saves no write of its own, and rides
 // with the account's next one (its next debit or credit, its settle
@@ -194,15 +335,20 @@ func (accounts) Credit(c *accountCtx, m *bankpb.Credit) (*bankpb.Balance, error)
 // the same way.
 func (accounts) Forget(c *accountCtx, m *bankpb.Forget) (*bankpb.Balance, error) {
 	c.WriteBehind()
+	if _, held := c.State.Held[m.TransferId]; held && m.Amount > 0 {
+		// The release was lost with the account's memory: the transfer
+		// completed, so its credit is released now.
+		c.Emit(&bankpb.Credited{TransferId: m.TransferId, Amount: m.Amount, Source: m.Source})
+	}
 	_, debited := c.State.Debits[m.TransferId]
 	_, credited := c.State.Credits[m.TransferId]
 	if debited || credited {
 		c.Emit(&bankpb.Forgotten{TransferId: m.TransferId})
 	}
-	if len(c.State.Debits) == 0 && len(c.State.Credits) == 0 {
+	if !holdsAny(c.State) {
 		c.CancelReminder(settleReminder)
 	}
-	return &bankpb.Balance{Amount: c.State.Balance}, nil
+	return &bankpb.Balance{}, nil
 }
 
 // An account that holds transfers (debits, credits) keeps a periodic
@@ -233,9 +379,9 @@ func holding(c *accountCtx) {
 // (bankpb.Settle): a finished one tells its accounts to forget it again, a
 // running one goes on (the message activates it if it was not active).
 func (accounts) SettleHeld(c *accountCtx, _ *bankpb.SettleHeld) (*bankpb.Balance, error) {
-	if len(c.State.Debits) == 0 && len(c.State.Credits) == 0 {
+	if !holdsAny(c.State) {
 		c.CancelReminder(settleReminder)
-		return &bankpb.Balance{Amount: c.State.Balance}, nil
+		return &bankpb.Balance{}, nil
 	}
 	self := c.Ref().ID
 	settle := func(source, id string) {
@@ -251,7 +397,41 @@ func (accounts) SettleHeld(c *accountCtx, _ *bankpb.SettleHeld) (*bankpb.Balance
 			settle(src, id)
 		}
 	}
-	return &bankpb.Balance{Amount: c.State.Balance}, nil
+	settleHeld(c, c.RequestID())
+	return &bankpb.Balance{}, nil
+}
+
+// settleHeld asks the saga of every credit the account holds to settle
+// it, with request IDs under prefix: a saga that ended releases the
+// credit (its Forget) or cancels it (a rejection), a running one releases
+// it when it gets there, and a saga that never started for good (its
+// start was lost with its debit; the hold had left before) answers that
+// the transfer is unknown, and the account drops the hold, unless the
+// transfer was submitted again and its new saga holds it meanwhile (the
+// hold is then that saga's). Settle is a write at the saga, so that
+// answer comes from the shard's current owner: a node that lost the shard
+// cannot make it durable. An activation asks at once (OnActivate), so
+// that the credits held before it, which keep its balance from being
+// shown (settling), are settled without waiting for the settle reminder.
+func settleHeld(c *accountCtx, prefix string) {
+	for id, h := range c.State.Held {
+		// The ref is built from the kinds' names, not TransferRef: this
+		// runs in Account's OnActivate hook, which may not refer to the
+		// Transfer kind (an initialization cycle).
+		saga, err := actors.Colocated(bankpb.TransferServiceKindName, actors.Ref{Kind: bankpb.AccountServiceKindName, ID: h.Source}, id)
+		if err != nil {
+			continue // not a valid source: no saga sent it
+		}
+		asked := h.Saga
+		actors.Request(c, saga, &bankpb.Settle{}, prefix+"/"+id, func(c *accountCtx, _ *bankpb.TransferState, err error) {
+			if code, ok := permanent(err); !ok || code != CodeUnknownTransfer {
+				return
+			}
+			if h, held := c.State.Held[id]; held && h.Saga == asked {
+				c.Emit(&bankpb.HoldCancelled{TransferId: id})
+			}
+		})
+	}
 }
 
 func checkAccount(c *accountCtx, amount int64) error {

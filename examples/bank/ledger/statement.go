@@ -95,7 +95,7 @@ func (s *Statements) Apply(_ context.Context, evs []actors.JournalEvent) error {
 			line.Type, line.TransferID, line.Amount = LineCredit, m.TransferId, m.Amount
 		case *bankpb.Refunded:
 			line.Type, line.TransferID, line.Amount = LineRefund, m.TransferId, m.Amount
-		case *bankpb.Forgotten:
+		case *bankpb.Forgotten, *bankpb.CreditHeld, *bankpb.HoldCancelled:
 			continue // moves no money
 		default:
 			return fmt.Errorf("ledger: statements: event %d of %s: unexpected %T", ev.Seq, ev.Ref, ev.Event)

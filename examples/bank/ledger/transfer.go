@@ -144,19 +144,20 @@ func (transfers) StartTransfer(c *transferCtx, _ *bankpb.StartTransfer) (*bankpb
 }
 
 // step starts (or restarts) the saga from its durable status. While a
-// transfer is in progress its stored status stays DEBITING: the debit and
-// the credit are each idempotent per transfer ID (accounts keep the IDs of
-// the transfers they debited or credited until the saga tells them to
-// forget), so a saga that restarts from the debit after a crash repeats no
-// effect. Only the start and the outcome are written. The start shares
-// its Save with the debit (the source account is co-located), and the
+// transfer is in progress its stored status stays DEBITING: the debit, the
+// hold and the release are each idempotent per transfer ID (accounts keep
+// the IDs of the transfers they debited, held or credited until the saga
+// tells them to forget), so a saga that restarts from the debit after a
+// crash repeats no effect. Only the start and the outcome are written. The
+// start shares its Save with the debit (the source account is
+// co-located), the hold is written at the destination meanwhile, and the
 // outcome is answered without waiting for its own write (see finish), so
-// a completed transfer's critical path is two durable writes: the debit's
-// Save, then the credit's.
+// a completed transfer's critical path is one durable write at each
+// account, made at the same time, and the release's round trip.
 func step(c *transferCtx) {
 	switch c.State.Status {
 	case debiting:
-		debit(c)
+		debitAndHold(c)
 	case completed, compensated:
 		// The forgets sent when it ended may have been lost with the node:
 		// send them again (forgetting twice is harmless).
@@ -187,29 +188,78 @@ func permanent(err error) (code string, ok bool) {
 	return "", false
 }
 
-func debit(c *transferCtx) {
-	id := transferID(c)
-	toAccount.Debit(c, c.State.From, &bankpb.Debit{TransferId: id, Amount: c.State.Amount}, id+":debit", afterDebit)
+// firstStep collects the answers to a saga's debit and hold, sent
+// together, until both are in. It lives in the two continuations (an
+// activation's memory): a saga that restarts sends both again.
+type firstStep struct {
+	debited, held     bool
+	debitErr, holdErr error
 }
 
-func credit(c *transferCtx) {
+// debitAndHold debits the source and holds the credit at the destination
+// at once. The debit goes to the co-located source in memory; the hold
+// leaves before the saga's start is durable (actors.BeforeDurable), so
+// that the destination writes it while the source writes the debit: if
+// the start and the debit are lost, the hold is left to a saga that never
+// started, and the destination drops it when it asks the saga's shard and
+// learns so (see settleHeld).
+func debitAndHold(c *transferCtx) {
 	id := transferID(c)
-	toAccount.Credit(c, c.State.To, &bankpb.Credit{TransferId: id, Amount: c.State.Amount, Source: c.State.From}, id+":credit", afterCredit)
+	s := new(firstStep)
+	toAccount.Debit(c, c.State.From, &bankpb.Debit{TransferId: id, Amount: c.State.Amount}, id+":debit",
+		func(c *transferCtx, _ *bankpb.Balance, err error) {
+			s.debited, s.debitErr = true, err
+			afterFirstStep(c, s)
+		})
+	// The hold names the saga's activation, and so does its request ID: a
+	// saga restarted holds again under its new activation (the account
+	// recognises the transfer by its ID, see Hold).
+	hold := &bankpb.Hold{TransferId: id, Amount: c.State.Amount, Source: c.State.From, Saga: c.Activation()}
+	actors.Request(c, AccountRef(c.State.To), hold, fmt.Sprintf("%s:hold-%x", id, hold.Saga),
+		func(c *transferCtx, _ *bankpb.Balance, err error) {
+			s.held, s.holdErr = true, err
+			afterFirstStep(c, s)
+		}, actors.BeforeDurable())
 }
 
-func afterDebit(c *transferCtx, _ *bankpb.Balance, err error) {
+// afterFirstStep decides on each answer. A debit refused for good rejects
+// the transfer at once (and cancels its hold, if the hold arrives first;
+// one that arrives later is cancelled when the destination asks).
+// Otherwise it waits for both answers: a hold refused for good (no such
+// destination) after a debit compensates it with a refund; a step that
+// gave up for now is retried, both steps again; otherwise the credit is
+// released.
+func afterFirstStep(c *transferCtx, s *firstStep) {
 	if c.State.Status != debiting {
 		return
 	}
-	if err != nil {
-		if code, ok := permanent(err); ok {
-			finish(c, rejected, code)
-			return
-		}
-		retryLater(c, err) // not answered yet
+	if debitCode, debitRefused := permanent(s.debitErr); debitRefused {
+		finish(c, rejected, debitCode)
 		return
 	}
-	credit(c)
+	if !s.debited || !s.held {
+		return
+	}
+	holdCode, holdRefused := permanent(s.holdErr)
+	switch {
+	case s.debitErr != nil:
+		retryLater(c, s.debitErr) // not answered yet
+	case holdRefused:
+		c.State.Status, c.State.Error = compensating, holdCode
+		step(c)
+	case s.holdErr != nil:
+		retryLater(c, s.holdErr)
+	default:
+		release(c)
+	}
+}
+
+// release adds the held credit to the destination's balance; the
+// transfer is answered once the release is. Its debit is durable (the
+// debit's answer waited for it), and so is the hold.
+func release(c *transferCtx) {
+	id := transferID(c)
+	toAccount.Release(c, c.State.To, &bankpb.Release{TransferId: id, Amount: c.State.Amount, Source: c.State.From}, id+":release", afterRelease)
 }
 
 // Backoff of a saga's retries: retryBase doubled per retry, up to retryMax.
@@ -246,10 +296,15 @@ const refundSuffix = ":refund"
 // and activation re-drives its step.
 func (transfers) Settle(c *transferCtx, _ *bankpb.Settle) (*bankpb.TransferState, error) {
 	if c.State.Status == unspecified {
+		// An account that holds a credit for a saga whose start was lost
+		// drops it on this answer (settleHeld).
 		return nil, actors.HandlerError(CodeUnknownTransfer, "transfer %s was never submitted", c.Ref().ID)
 	}
 	if c.State.Status == completed || c.State.Status == compensated {
 		forget(c)
+	}
+	if c.State.Status == rejected {
+		cancelHold(c)
 	}
 	if Terminal(c.State.Status) {
 		c.Passivate()
@@ -265,16 +320,15 @@ func (transfers) RetryStep(c *transferCtx, _ *bankpb.RetryStep) (*bankpb.Transfe
 	return state(c.State), nil
 }
 
-func afterCredit(c *transferCtx, _ *bankpb.Balance, err error) {
+// afterRelease completes the transfer. A release is never refused for
+// good (the hold proved the destination open, and the amount valid): an
+// error is retried like a retryable one, from the debit, whose repeat
+// changes nothing.
+func afterRelease(c *transferCtx, _ *bankpb.Balance, err error) {
 	if c.State.Status != debiting {
 		return
 	}
 	if err != nil {
-		if code, ok := permanent(err); ok {
-			c.State.Status, c.State.Error = compensating, code
-			step(c)
-			return
-		}
 		retryLater(c, err)
 		return
 	}
@@ -300,18 +354,21 @@ func afterRefund(c *transferCtx, _ *bankpb.Balance, err error) {
 // resubmission or Settle activates it again from its record.
 //
 // A completed or compensated transfer is answered at once (ResolveNow):
-// its last step's acknowledgement is durable, and until the outcome's
-// write is durable the accounts still remember the transfer, so a saga
-// restarted from DEBITING or COMPENSATING replays its idempotent steps to
-// the same outcome. That keeps the critical path at two durable writes:
-// the start with the debit (one Save), then the credit. A rejection waits
-// for its write: replayed, the debit could succeed.
+// its debit and hold (or refund) are durable, its release is durable or,
+// lost with the destination's memory, left as a hold that a repeat
+// releases, and until the outcome's write is durable the accounts still
+// remember the transfer, so a saga restarted from DEBITING or COMPENSATING
+// replays its idempotent steps to the same outcome. That keeps the
+// critical path at one durable write at each account, made at the same
+// time, and the release's round trip. A rejection waits for its write:
+// replayed, the debit could succeed.
 func finish(c *transferCtx, status bankpb.TransferStatus, code string) {
 	c.State.Status, c.State.Error = status, code
 	c.Passivate()
 	if status == rejected {
 		c.Resolve(outcome, state(c.State), nil)
-		return // the debit was refused: no account holds the transfer
+		cancelHold(c) // the debit was refused: only the destination may hold the transfer
+		return
 	}
 	c.ResolveNow(outcome, state(c.State), nil)
 	forget(c)
@@ -323,15 +380,31 @@ func finish(c *transferCtx, status bankpb.TransferStatus, code string) {
 // account until the account's settle reminder asks this saga, which then
 // sends it again (Settle). That repair is what lets a Forget cost no
 // reply: no message back across the network, no run of the saga.
+//
+// The destination's Forget of a completed transfer carries the amount: a
+// destination that lost the release with its memory still holds the
+// credit, and releases it then.
 func forget(c *transferCtx) {
 	id := transferID(c)
-	forgetOne(c, c.State.From, id, id+":forget-from")
-	forgetOne(c, c.State.To, id, id+":forget-to")
+	forgetOne(c, c.State.From, &bankpb.Forget{TransferId: id}, id+":forget-from")
+	to := &bankpb.Forget{TransferId: id}
+	if c.State.Status == completed {
+		to.Amount, to.Source = c.State.Amount, c.State.From
+	}
+	forgetOne(c, c.State.To, to, id+":forget-to")
 	if c.State.Status == compensated {
-		forgetOne(c, c.State.From, id+refundSuffix, id+":forget-refund")
+		forgetOne(c, c.State.From, &bankpb.Forget{TransferId: id + refundSuffix}, id+":forget-refund")
 	}
 }
 
-func forgetOne(c *transferCtx, account, transferID, requestID string) {
-	c.Send(AccountRef(account), &bankpb.Forget{TransferId: transferID}, requestID, actors.AtMostOnce())
+func forgetOne(c *transferCtx, account string, m *bankpb.Forget, requestID string) {
+	c.Send(AccountRef(account), m, requestID, actors.AtMostOnce())
+}
+
+// cancelHold tells the destination of a rejected transfer to drop the
+// credit it may hold, once and unacknowledged like a Forget, and repaired
+// the same way: the destination's settle reminder asks again (Settle).
+func cancelHold(c *transferCtx) {
+	id := transferID(c)
+	c.Send(AccountRef(c.State.To), &bankpb.Cancel{TransferId: id}, id+":cancel", actors.AtMostOnce())
 }

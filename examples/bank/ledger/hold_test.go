@@ -1,0 +1,198 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/ordo-actors/ordo/proto/ordopb"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+)
+
+// A destination that loses a transfer's release with its memory (written
+// behind, the node crashing just after the transfer's outcome is durable
+// and its client answered) holds the credit again when it activates: it
+// refuses to show its balance (retryably) until the saga settles the
+// credit, and then shows it. It never shows a balance without the money
+// its client was told had arrived.
+func TestLostReleaseIsNeverShownMissing(t *testing.T) {
+	st := &outcomeCrashStore{Store: memory.New()}
+	h, reown, gate := reowningHost(t, st, nil)
+	var crashed <-chan struct{}
+	st.crash, crashed = crashAndRecover(h, reown, gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open(t, h, "a", 100)
+	open(t, h, "b", 0)
+	got, err := ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, got.Status)
+	<-crashed
+
+	stored := storedAccount(t, h, "b")
+	require.Contains(t, stored.Held, "t1", "the release, written behind, was lost with the crash")
+	require.Empty(t, stored.Credits)
+
+	// The read activates b, whose activation asks the saga to settle the
+	// credit it holds: until then its balance is not shown.
+	_, err = bankpb.NewAccountServiceClient(h).GetBalance(ctx, "b", &bankpb.GetBalance{})
+	require.ErrorIs(t, err, actors.ErrUnavailable)
+	require.True(t, actors.Retryable(err), "%v", err)
+	require.Positive(t, actors.RetryAfter(err))
+	// The transfer's debit is not held: a's balance shows.
+	require.EqualValues(t, 70, balance(t, h, "a"))
+
+	inv := retrying{h: h, reown: reown}
+	require.EqualValues(t, 30, balanceVia(t, ctx, inv, "b"))
+	// Settled: the saga's Forget released the credit and dropped it.
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		balanceVia(t, ctx, inv, "b") // a read saves what b did behind
+		if acct := storedAccount(t, h, "b"); len(acct.Held)+len(acct.Credits) != 0 {
+			return fmt.Errorf("b still holds %v %v", acct.Held, acct.Credits)
+		}
+		return nil
+	})
+	require.EqualValues(t, 30, balanceVia(t, ctx, inv, "b"))
+}
+
+// startLossStore, once armed, loses the first Save of a transfer's start
+// (status DEBITING): the shard of the start, with the debit, is not
+// written and reports an unknown outcome; the batch's other shards are
+// written, as a store does with a batch whose shards fail apart.
+type startLossStore struct {
+	*memory.Store
+	armed atomic.Bool
+	lost  atomic.Bool
+}
+
+func (s *startLossStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	if !s.armed.Load() || s.lost.Load() {
+		return s.Store.Save(ctx, recs)
+	}
+	drop := map[uint32]bool{}
+	for _, r := range recs {
+		if r.Kind != ledger.Transfer.Name() {
+			continue
+		}
+		var er ordopb.EntityRecord
+		var tr bankpb.Transfer
+		if proto.Unmarshal(r.Data, &er) == nil && proto.Unmarshal(er.State, &tr) == nil &&
+			tr.Status == bankpb.TransferStatus_TRANSFER_STATUS_DEBITING {
+			drop[r.Shard] = true
+		}
+	}
+	if len(drop) == 0 {
+		return s.Store.Save(ctx, recs)
+	}
+	s.lost.Store(true)
+	var kept []persistence.Record
+	for _, r := range recs {
+		if !drop[r.Shard] {
+			kept = append(kept, r)
+		}
+	}
+	out := map[uint32]error{}
+	if len(kept) > 0 {
+		var err error
+		if out, err = s.Store.Save(ctx, kept); err != nil {
+			return nil, err
+		}
+	}
+	for shard := range drop {
+		out[shard] = fmt.Errorf("%w: the start of a transfer", memory.ErrInjected)
+	}
+	return out, nil
+}
+
+// otherShard returns an account ID whose shard is not from's.
+func otherShard(t *testing.T, from string, shards uint32) string {
+	t.Helper()
+	for i := range 100 {
+		id := fmt.Sprintf("b%d", i)
+		if actors.ShardOf(ledger.AccountRef(id), shards) != actors.ShardOf(ledger.AccountRef(from), shards) {
+			return id
+		}
+	}
+	t.Fatal("no account of another shard")
+	return ""
+}
+
+// A transfer whose start is lost with its debit, after its hold reached
+// the destination (the hold leaves before the start is durable), leaves a
+// hold without a saga. The destination asks the saga to settle it, finds
+// no such transfer, and drops the hold: the balance never included it.
+// The same transfer submitted again then completes once.
+func TestLostStartCancelsItsHold(t *testing.T) {
+	st := &startLossStore{Store: memory.New()}
+	h, reown, _ := reowningHost(t, st, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const shards = 16 // reowningHost's
+	b := otherShard(t, "a", shards)
+	open(t, h, "a", 100)
+	open(t, h, b, 0)
+
+	st.armed.Store(true)
+	_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
+	require.Error(t, err, "the client's one attempt fails with its start")
+	require.True(t, actors.Retryable(err), "%v", err)
+	require.True(t, st.lost.Load())
+	inv := retrying{h: h, reown: reown}
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if acct := storedAccount(t, h, b); len(acct.Held) != 1 {
+			return fmt.Errorf("%s holds %v, want the transfer's hold", b, acct.Held)
+		}
+		return nil
+	})
+	require.EqualValues(t, 100, balanceVia(t, ctx, inv, "a"), "the debit was lost")
+	require.EqualValues(t, 0, balanceVia(t, ctx, inv, b), "a hold is not part of the balance")
+
+	// The destination restarts: the hold is now from an earlier
+	// activation, and its saga, asked, cancels it.
+	h.DropAll(fmt.Errorf("%w: restarted", actors.ErrNotHere))
+	reown()
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if got := balanceVia(t, ctx, inv, b); got != 0 {
+			return fmt.Errorf("%s shows %d", b, got)
+		}
+		if acct := storedAccount(t, h, b); len(acct.Held) != 0 {
+			return fmt.Errorf("%s still holds %v", b, acct.Held)
+		}
+		return nil
+	})
+
+	// Submitted again, the transfer completes once.
+	got, err := ledger.SubmitAndWait(ctx, inv, "t1", "a", b, 30)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, got.Status)
+	require.EqualValues(t, 70, balanceVia(t, ctx, inv, "a"))
+	require.EqualValues(t, 30, balanceVia(t, ctx, inv, b))
+}
+
+// A rejected transfer's hold is cancelled: the destination holds nothing
+// once the saga has answered, and its balance never changed.
+func TestRejectedTransferCancelsItsHold(t *testing.T) {
+	h, ctx := hostWithAB(t)
+	got, err := ledger.SubmitAndWait(ctx, h, "t1", "a", "b", 500)
+	require.NoError(t, err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, got.Status)
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if b := balance(t, h, "b"); b != 0 { // a read saves what b did behind
+			return fmt.Errorf("b shows %d", b)
+		}
+		if acct := storedAccount(t, h, "b"); len(acct.Held)+len(acct.Credits) != 0 {
+			return fmt.Errorf("b holds %v %v", acct.Held, acct.Credits)
+		}
+		return nil
+	})
+	require.EqualValues(t, 100, balance(t, h, "a"))
+}

@@ -59,11 +59,10 @@ type entity struct {
 	self  *actor.PID
 
 	loaded      bool
-	activation  uint64 // this activation's ID (Context.Activation)
-	replyNow    bool   // the run's reply leaves at once (ReplyBeforeDurable)
-	dirty       bool   // the dedup window or fences changed since the last write
-	reading     bool   // a read handler runs (it may not change reminders)
-	passivating bool   // the entity is passivating (the host parks its calls) and stops once its writes are durable
+	replyNow    bool // the run's reply leaves at once (ReplyBeforeDurable)
+	dirty       bool // the dedup window or fences changed since the last write
+	reading     bool // a read handler runs (it may not change reminders)
+	passivating bool // the entity is passivating (the host parks its calls) and stops once its writes are durable
 	// passivateAsked: a run asked to passivate once quiet (Context.Passivate)
 	passivateAsked bool
 	hookRan        bool // OnPassivate ran; nothing else runs in this activation
@@ -82,10 +81,11 @@ type entity struct {
 	presumed, noPresume bool
 	presumedBy          *Caller
 
-	gen       uint64 // bumped by every restart; older write results are ignored
-	seq       uint64 // sequence number of the last write made
-	durable   uint64 // highest sequence number known durable
-	lastState []byte // encoded state as of the last write or load
+	gen        uint64 // bumped by every restart; older write results are ignored
+	activation uint64 // this activation's ID (Context.Activation)
+	seq        uint64 // sequence number of the last write made
+	durable    uint64 // highest sequence number known durable
+	lastState  []byte // encoded state as of the last write or load
 	// recentEnc[i] is the i-th dedup entry, oldest first, encoded as field
 	// 4 of EntityRecord. The slice is only appended to and cut from the
 	// front, never written in place, so a write can share it with the

@@ -332,10 +332,7 @@ type rejectionLossStore struct {
 func (s *rejectionLossStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
 	if s.armed.Load() && !s.lost.Load() {
 		for _, r := range recs {
-			var er ordopb.EntityRecord
-			var tr bankpb.Transfer
-			if r.Kind == ledger.Transfer.Name() && proto.Unmarshal(r.Data, &er) == nil && proto.Unmarshal(er.State, &tr) == nil &&
-				tr.Status == bankpb.TransferStatus_TRANSFER_STATUS_REJECTED {
+			if recordStatus(r) == bankpb.TransferStatus_TRANSFER_STATUS_REJECTED {
 				s.lost.Store(true)
 				s.Store.FailNextSaves(1, nil)
 				break
@@ -414,15 +411,20 @@ type outcomeCrashStore struct {
 func (s *outcomeCrashStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
 	out, err := s.Store.Save(ctx, recs)
 	for _, r := range recs {
-		if r.Kind != ledger.Transfer.Name() {
-			continue
-		}
-		var er ordopb.EntityRecord
-		var tr bankpb.Transfer
-		if proto.Unmarshal(r.Data, &er) == nil && proto.Unmarshal(er.State, &tr) == nil &&
-			tr.Status == bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED {
+		if recordStatus(r) == bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED {
 			s.once.Do(s.crash)
 		}
 	}
 	return out, err
+}
+
+// recordStatus returns the status of a transfer's record, UNSPECIFIED
+// for a record of another kind or one that does not decode.
+func recordStatus(r persistence.Record) bankpb.TransferStatus {
+	var er ordopb.EntityRecord
+	var tr bankpb.Transfer
+	if r.Kind != ledger.Transfer.Name() || proto.Unmarshal(r.Data, &er) != nil || proto.Unmarshal(er.State, &tr) != nil {
+		return bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED
+	}
+	return tr.Status
 }

@@ -13,9 +13,7 @@ import (
 	"github.com/ordo-actors/ordo/persistence"
 	"github.com/ordo-actors/ordo/persistence/memory"
 	"github.com/ordo-actors/ordo/proto/bankpb"
-	"github.com/ordo-actors/ordo/proto/ordopb"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 )
 
 // A destination that loses a transfer's release with its memory (written
@@ -80,13 +78,7 @@ func (s *startLossStore) Save(ctx context.Context, recs []persistence.Record) (m
 	}
 	drop := map[uint32]bool{}
 	for _, r := range recs {
-		if r.Kind != ledger.Transfer.Name() {
-			continue
-		}
-		var er ordopb.EntityRecord
-		var tr bankpb.Transfer
-		if proto.Unmarshal(r.Data, &er) == nil && proto.Unmarshal(er.State, &tr) == nil &&
-			tr.Status == bankpb.TransferStatus_TRANSFER_STATUS_DEBITING {
+		if recordStatus(r) == bankpb.TransferStatus_TRANSFER_STATUS_DEBITING {
 			drop[r.Shard] = true
 		}
 	}

@@ -1250,6 +1250,11 @@ type TransferState struct {
 	// When a scheduled transfer starts (or started), Unix nanoseconds; 0
 	// for one submitted to start at once.
 	StartUnixNano int64 `protobuf:"varint,6,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`
+	// Set in Settle's answer only: the transfer is DEBITING and its source
+	// has not debited it, so no release of its credit was ever sent (a
+	// release follows a durable debit, which the source keeps until the
+	// transfer's outcome is durable).
+	Undebited     bool `protobuf:"varint,7,opt,name=undebited,proto3" json:"undebited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1326,6 +1331,105 @@ func (x *TransferState) GetStartUnixNano() int64 {
 	return 0
 }
 
+func (x *TransferState) GetUndebited() bool {
+	if x != nil {
+		return x.Undebited
+	}
+	return false
+}
+
+// HasDebit asks an account whether it debited a transfer.
+type HasDebit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransferId    string                 `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HasDebit) Reset() {
+	*x = HasDebit{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HasDebit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HasDebit) ProtoMessage() {}
+
+func (x *HasDebit) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HasDebit.ProtoReflect.Descriptor instead.
+func (*HasDebit) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *HasDebit) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+// DebitState answers HasDebit.
+type DebitState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The amount the account debited for the transfer; 0 if it has not, or
+	// has forgotten it (the transfer ended).
+	Amount        int64 `protobuf:"varint,1,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebitState) Reset() {
+	*x = DebitState{}
+	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebitState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebitState) ProtoMessage() {}
+
+func (x *DebitState) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebitState.ProtoReflect.Descriptor instead.
+func (*DebitState) Descriptor() ([]byte, []int) {
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DebitState) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
 // Opened opens the account with its initial balance.
 type Opened struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1336,7 +1440,7 @@ type Opened struct {
 
 func (x *Opened) Reset() {
 	*x = Opened{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1452,7 @@ func (x *Opened) String() string {
 func (*Opened) ProtoMessage() {}
 
 func (x *Opened) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[21]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1465,7 @@ func (x *Opened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Opened.ProtoReflect.Descriptor instead.
 func (*Opened) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{21}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Opened) GetInitial() int64 {
@@ -1381,7 +1485,7 @@ type Deposited struct {
 
 func (x *Deposited) Reset() {
 	*x = Deposited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1497,7 @@ func (x *Deposited) String() string {
 func (*Deposited) ProtoMessage() {}
 
 func (x *Deposited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[22]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1510,7 @@ func (x *Deposited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deposited.ProtoReflect.Descriptor instead.
 func (*Deposited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{22}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Deposited) GetAmount() int64 {
@@ -1426,7 +1530,7 @@ type Withdrawn struct {
 
 func (x *Withdrawn) Reset() {
 	*x = Withdrawn{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1542,7 @@ func (x *Withdrawn) String() string {
 func (*Withdrawn) ProtoMessage() {}
 
 func (x *Withdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[23]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1555,7 @@ func (x *Withdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdrawn.ProtoReflect.Descriptor instead.
 func (*Withdrawn) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{23}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Withdrawn) GetAmount() int64 {
@@ -1473,7 +1577,7 @@ type Debited struct {
 
 func (x *Debited) Reset() {
 	*x = Debited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1589,7 @@ func (x *Debited) String() string {
 func (*Debited) ProtoMessage() {}
 
 func (x *Debited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[24]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1602,7 @@ func (x *Debited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Debited.ProtoReflect.Descriptor instead.
 func (*Debited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{24}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Debited) GetTransferId() string {
@@ -1530,7 +1634,7 @@ type Credited struct {
 
 func (x *Credited) Reset() {
 	*x = Credited{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1646,7 @@ func (x *Credited) String() string {
 func (*Credited) ProtoMessage() {}
 
 func (x *Credited) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[25]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1659,7 @@ func (x *Credited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credited.ProtoReflect.Descriptor instead.
 func (*Credited) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{25}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Credited) GetTransferId() string {
@@ -1594,7 +1698,7 @@ type CreditHeld struct {
 
 func (x *CreditHeld) Reset() {
 	*x = CreditHeld{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[26]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1710,7 @@ func (x *CreditHeld) String() string {
 func (*CreditHeld) ProtoMessage() {}
 
 func (x *CreditHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[26]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1723,7 @@ func (x *CreditHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreditHeld.ProtoReflect.Descriptor instead.
 func (*CreditHeld) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{26}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreditHeld) GetTransferId() string {
@@ -1667,7 +1771,7 @@ type HoldCancelled struct {
 
 func (x *HoldCancelled) Reset() {
 	*x = HoldCancelled{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[27]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1783,7 @@ func (x *HoldCancelled) String() string {
 func (*HoldCancelled) ProtoMessage() {}
 
 func (x *HoldCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[27]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1796,7 @@ func (x *HoldCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldCancelled.ProtoReflect.Descriptor instead.
 func (*HoldCancelled) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{27}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HoldCancelled) GetTransferId() string {
@@ -1716,7 +1820,7 @@ type Refunded struct {
 
 func (x *Refunded) Reset() {
 	*x = Refunded{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[28]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1832,7 @@ func (x *Refunded) String() string {
 func (*Refunded) ProtoMessage() {}
 
 func (x *Refunded) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[28]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1845,7 @@ func (x *Refunded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refunded.ProtoReflect.Descriptor instead.
 func (*Refunded) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{28}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Refunded) GetTransferId() string {
@@ -1775,7 +1879,7 @@ type Forgotten struct {
 
 func (x *Forgotten) Reset() {
 	*x = Forgotten{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[29]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1891,7 @@ func (x *Forgotten) String() string {
 func (*Forgotten) ProtoMessage() {}
 
 func (x *Forgotten) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[29]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1904,7 @@ func (x *Forgotten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgotten.ProtoReflect.Descriptor instead.
 func (*Forgotten) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{29}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Forgotten) GetTransferId() string {
@@ -1820,7 +1924,7 @@ type SettleHeld struct {
 
 func (x *SettleHeld) Reset() {
 	*x = SettleHeld{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[30]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1936,7 @@ func (x *SettleHeld) String() string {
 func (*SettleHeld) ProtoMessage() {}
 
 func (x *SettleHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[30]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1949,7 @@ func (x *SettleHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleHeld.ProtoReflect.Descriptor instead.
 func (*SettleHeld) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{30}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{32}
 }
 
 // Settle asks a transfer's saga to finish with its accounts: a finished
@@ -1858,7 +1962,7 @@ type Settle struct {
 
 func (x *Settle) Reset() {
 	*x = Settle{}
-	mi := &file_proto_bankpb_bank_proto_msgTypes[31]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1974,7 @@ func (x *Settle) String() string {
 func (*Settle) ProtoMessage() {}
 
 func (x *Settle) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_bankpb_bank_proto_msgTypes[31]
+	mi := &file_proto_bankpb_bank_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1987,7 @@ func (x *Settle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settle.ProtoReflect.Descriptor instead.
 func (*Settle) Descriptor() ([]byte, []int) {
-	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{31}
+	return file_proto_bankpb_bank_proto_rawDescGZIP(), []int{33}
 }
 
 var File_proto_bankpb_bank_proto protoreflect.FileDescriptor
@@ -1977,14 +2081,21 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\x12&\n" +
 	"\x0fstart_unix_nano\x18\x04 \x01(\x03R\rstartUnixNano\"\x0f\n" +
-	"\rStartTransfer\"\xbf\x01\n" +
+	"\rStartTransfer\"\xdd\x01\n" +
 	"\rTransferState\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\x124\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1c.ordo.bank.v1.TransferStatusR\x06status\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12&\n" +
-	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano\"\"\n" +
+	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano\x12\x1c\n" +
+	"\tundebited\x18\a \x01(\bR\tundebited\"+\n" +
+	"\bHasDebit\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\"$\n" +
+	"\n" +
+	"DebitState\x12\x16\n" +
+	"\x06amount\x18\x01 \x01(\x03R\x06amount\"\"\n" +
 	"\x06Opened\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\x03R\ainitial\"#\n" +
 	"\tDeposited\x12\x16\n" +
@@ -2033,7 +2144,7 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x18TRANSFER_STATUS_REJECTED\x10\x05\x12 \n" +
 	"\x1cTRANSFER_STATUS_COMPENSATING\x10\x06\x12\x1f\n" +
 	"\x1bTRANSFER_STATUS_COMPENSATED\x10\a\x12\x1d\n" +
-	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\x8f\x06\n" +
+	"\x19TRANSFER_STATUS_SCHEDULED\x10\b2\xd7\x06\n" +
 	"\x0eAccountService\x121\n" +
 	"\x04Open\x12\x12.ordo.bank.v1.Open\x1a\x15.ordo.bank.v1.Balance\x127\n" +
 	"\aDeposit\x12\x15.ordo.bank.v1.Deposit\x1a\x15.ordo.bank.v1.Balance\x129\n" +
@@ -2046,7 +2157,8 @@ const file_proto_bankpb_bank_proto_rawDesc = "" +
 	"\x06Forget\x12\x14.ordo.bank.v1.Forget\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x129\n" +
 	"\x04Hold\x12\x12.ordo.bank.v1.Hold\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12?\n" +
 	"\aRelease\x12\x15.ordo.bank.v1.Release\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12=\n" +
-	"\x06Cancel\x12\x14.ordo.bank.v1.Cancel\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12E\n" +
+	"\x06Cancel\x12\x14.ordo.bank.v1.Cancel\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x12F\n" +
+	"\bHasDebit\x12\x16.ordo.bank.v1.HasDebit\x1a\x18.ordo.bank.v1.DebitState\"\b\u00a0\x19\x04\b\x01\x10\x01\x12E\n" +
 	"\n" +
 	"SettleHeld\x12\x18.ordo.bank.v1.SettleHeld\x1a\x15.ordo.bank.v1.Balance\"\x06\u00a0\x19\x02\x10\x01\x1a\r\u00a0\x19\t\n" +
 	"\aaccount2\xf1\x03\n" +
@@ -2073,7 +2185,7 @@ func file_proto_bankpb_bank_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_bankpb_bank_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_proto_bankpb_bank_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_proto_bankpb_bank_proto_goTypes = []any{
 	(TransferStatus)(0),      // 0: ordo.bank.v1.TransferStatus
 	(*Account)(nil),          // 1: ordo.bank.v1.Account
@@ -2097,27 +2209,29 @@ var file_proto_bankpb_bank_proto_goTypes = []any{
 	(*ScheduleTransfer)(nil), // 19: ordo.bank.v1.ScheduleTransfer
 	(*StartTransfer)(nil),    // 20: ordo.bank.v1.StartTransfer
 	(*TransferState)(nil),    // 21: ordo.bank.v1.TransferState
-	(*Opened)(nil),           // 22: ordo.bank.v1.Opened
-	(*Deposited)(nil),        // 23: ordo.bank.v1.Deposited
-	(*Withdrawn)(nil),        // 24: ordo.bank.v1.Withdrawn
-	(*Debited)(nil),          // 25: ordo.bank.v1.Debited
-	(*Credited)(nil),         // 26: ordo.bank.v1.Credited
-	(*CreditHeld)(nil),       // 27: ordo.bank.v1.CreditHeld
-	(*HoldCancelled)(nil),    // 28: ordo.bank.v1.HoldCancelled
-	(*Refunded)(nil),         // 29: ordo.bank.v1.Refunded
-	(*Forgotten)(nil),        // 30: ordo.bank.v1.Forgotten
-	(*SettleHeld)(nil),       // 31: ordo.bank.v1.SettleHeld
-	(*Settle)(nil),           // 32: ordo.bank.v1.Settle
-	nil,                      // 33: ordo.bank.v1.Account.DebitsEntry
-	nil,                      // 34: ordo.bank.v1.Account.CreditsEntry
-	nil,                      // 35: ordo.bank.v1.Account.CreditSourcesEntry
-	nil,                      // 36: ordo.bank.v1.Account.HeldEntry
+	(*HasDebit)(nil),         // 22: ordo.bank.v1.HasDebit
+	(*DebitState)(nil),       // 23: ordo.bank.v1.DebitState
+	(*Opened)(nil),           // 24: ordo.bank.v1.Opened
+	(*Deposited)(nil),        // 25: ordo.bank.v1.Deposited
+	(*Withdrawn)(nil),        // 26: ordo.bank.v1.Withdrawn
+	(*Debited)(nil),          // 27: ordo.bank.v1.Debited
+	(*Credited)(nil),         // 28: ordo.bank.v1.Credited
+	(*CreditHeld)(nil),       // 29: ordo.bank.v1.CreditHeld
+	(*HoldCancelled)(nil),    // 30: ordo.bank.v1.HoldCancelled
+	(*Refunded)(nil),         // 31: ordo.bank.v1.Refunded
+	(*Forgotten)(nil),        // 32: ordo.bank.v1.Forgotten
+	(*SettleHeld)(nil),       // 33: ordo.bank.v1.SettleHeld
+	(*Settle)(nil),           // 34: ordo.bank.v1.Settle
+	nil,                      // 35: ordo.bank.v1.Account.DebitsEntry
+	nil,                      // 36: ordo.bank.v1.Account.CreditsEntry
+	nil,                      // 37: ordo.bank.v1.Account.CreditSourcesEntry
+	nil,                      // 38: ordo.bank.v1.Account.HeldEntry
 }
 var file_proto_bankpb_bank_proto_depIdxs = []int32{
-	33, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
-	34, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
-	35, // 2: ordo.bank.v1.Account.credit_sources:type_name -> ordo.bank.v1.Account.CreditSourcesEntry
-	36, // 3: ordo.bank.v1.Account.held:type_name -> ordo.bank.v1.Account.HeldEntry
+	35, // 0: ordo.bank.v1.Account.debits:type_name -> ordo.bank.v1.Account.DebitsEntry
+	36, // 1: ordo.bank.v1.Account.credits:type_name -> ordo.bank.v1.Account.CreditsEntry
+	37, // 2: ordo.bank.v1.Account.credit_sources:type_name -> ordo.bank.v1.Account.CreditSourcesEntry
+	38, // 3: ordo.bank.v1.Account.held:type_name -> ordo.bank.v1.Account.HeldEntry
 	0,  // 4: ordo.bank.v1.Transfer.status:type_name -> ordo.bank.v1.TransferStatus
 	0,  // 5: ordo.bank.v1.TransferState.status:type_name -> ordo.bank.v1.TransferStatus
 	2,  // 6: ordo.bank.v1.Account.HeldEntry.value:type_name -> ordo.bank.v1.HeldCredit
@@ -2132,33 +2246,35 @@ var file_proto_bankpb_bank_proto_depIdxs = []int32{
 	12, // 15: ordo.bank.v1.AccountService.Hold:input_type -> ordo.bank.v1.Hold
 	13, // 16: ordo.bank.v1.AccountService.Release:input_type -> ordo.bank.v1.Release
 	14, // 17: ordo.bank.v1.AccountService.Cancel:input_type -> ordo.bank.v1.Cancel
-	31, // 18: ordo.bank.v1.AccountService.SettleHeld:input_type -> ordo.bank.v1.SettleHeld
-	16, // 19: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
-	17, // 20: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
-	18, // 21: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
-	32, // 22: ordo.bank.v1.TransferService.Settle:input_type -> ordo.bank.v1.Settle
-	19, // 23: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
-	20, // 24: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
-	7,  // 25: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
-	7,  // 26: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
-	7,  // 27: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
-	7,  // 28: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
-	7,  // 29: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
-	7,  // 30: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
-	7,  // 31: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
-	7,  // 32: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
-	7,  // 33: ordo.bank.v1.AccountService.Hold:output_type -> ordo.bank.v1.Balance
-	7,  // 34: ordo.bank.v1.AccountService.Release:output_type -> ordo.bank.v1.Balance
-	7,  // 35: ordo.bank.v1.AccountService.Cancel:output_type -> ordo.bank.v1.Balance
-	7,  // 36: ordo.bank.v1.AccountService.SettleHeld:output_type -> ordo.bank.v1.Balance
-	21, // 37: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
-	21, // 38: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
-	21, // 39: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
-	21, // 40: ordo.bank.v1.TransferService.Settle:output_type -> ordo.bank.v1.TransferState
-	21, // 41: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
-	21, // 42: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
-	25, // [25:43] is the sub-list for method output_type
-	7,  // [7:25] is the sub-list for method input_type
+	22, // 18: ordo.bank.v1.AccountService.HasDebit:input_type -> ordo.bank.v1.HasDebit
+	33, // 19: ordo.bank.v1.AccountService.SettleHeld:input_type -> ordo.bank.v1.SettleHeld
+	16, // 20: ordo.bank.v1.TransferService.SubmitTransfer:input_type -> ordo.bank.v1.SubmitTransfer
+	17, // 21: ordo.bank.v1.TransferService.GetTransfer:input_type -> ordo.bank.v1.GetTransfer
+	18, // 22: ordo.bank.v1.TransferService.RetryStep:input_type -> ordo.bank.v1.RetryStep
+	34, // 23: ordo.bank.v1.TransferService.Settle:input_type -> ordo.bank.v1.Settle
+	19, // 24: ordo.bank.v1.TransferService.ScheduleTransfer:input_type -> ordo.bank.v1.ScheduleTransfer
+	20, // 25: ordo.bank.v1.TransferService.StartTransfer:input_type -> ordo.bank.v1.StartTransfer
+	7,  // 26: ordo.bank.v1.AccountService.Open:output_type -> ordo.bank.v1.Balance
+	7,  // 27: ordo.bank.v1.AccountService.Deposit:output_type -> ordo.bank.v1.Balance
+	7,  // 28: ordo.bank.v1.AccountService.Withdraw:output_type -> ordo.bank.v1.Balance
+	7,  // 29: ordo.bank.v1.AccountService.GetBalance:output_type -> ordo.bank.v1.Balance
+	7,  // 30: ordo.bank.v1.AccountService.CheckOpen:output_type -> ordo.bank.v1.Balance
+	7,  // 31: ordo.bank.v1.AccountService.Debit:output_type -> ordo.bank.v1.Balance
+	7,  // 32: ordo.bank.v1.AccountService.Credit:output_type -> ordo.bank.v1.Balance
+	7,  // 33: ordo.bank.v1.AccountService.Forget:output_type -> ordo.bank.v1.Balance
+	7,  // 34: ordo.bank.v1.AccountService.Hold:output_type -> ordo.bank.v1.Balance
+	7,  // 35: ordo.bank.v1.AccountService.Release:output_type -> ordo.bank.v1.Balance
+	7,  // 36: ordo.bank.v1.AccountService.Cancel:output_type -> ordo.bank.v1.Balance
+	23, // 37: ordo.bank.v1.AccountService.HasDebit:output_type -> ordo.bank.v1.DebitState
+	7,  // 38: ordo.bank.v1.AccountService.SettleHeld:output_type -> ordo.bank.v1.Balance
+	21, // 39: ordo.bank.v1.TransferService.SubmitTransfer:output_type -> ordo.bank.v1.TransferState
+	21, // 40: ordo.bank.v1.TransferService.GetTransfer:output_type -> ordo.bank.v1.TransferState
+	21, // 41: ordo.bank.v1.TransferService.RetryStep:output_type -> ordo.bank.v1.TransferState
+	21, // 42: ordo.bank.v1.TransferService.Settle:output_type -> ordo.bank.v1.TransferState
+	21, // 43: ordo.bank.v1.TransferService.ScheduleTransfer:output_type -> ordo.bank.v1.TransferState
+	21, // 44: ordo.bank.v1.TransferService.StartTransfer:output_type -> ordo.bank.v1.TransferState
+	26, // [26:45] is the sub-list for method output_type
+	7,  // [7:26] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -2175,7 +2291,7 @@ func file_proto_bankpb_bank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_bankpb_bank_proto_rawDesc), len(file_proto_bankpb_bank_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -96,6 +96,12 @@ func (c AccountServiceClient) Cancel(ctx context.Context, id string, req *Cancel
 	return actors.Call[*Balance](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
 }
 
+// HasDebit tells a transfer's saga whether the account has debited the
+// transfer and not forgotten it (see Settle).
+func (c AccountServiceClient) HasDebit(ctx context.Context, id string, req *HasDebit, opts ...actors.CallOption) (*DebitState, error) {
+	return actors.Call[*DebitState](ctx, c.inv, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, opts...)
+}
+
 // SettleHeld asks the sagas of the transfers the account still holds to
 // finish with it: the account's reminder while it holds any.
 func (c AccountServiceClient) SettleHeld(ctx context.Context, id string, req *SettleHeld, opts ...actors.CallOption) (*Balance, error) {
@@ -176,6 +182,15 @@ type AccountServiceServer[S proto.Message] interface {
 	// refused with actors.ErrPermissionDenied.
 	Cancel(c *actors.Context[S], req *Cancel) (*Balance, error)
 
+	// HasDebit tells a transfer's saga whether the account has debited the
+	// transfer and not forgotten it (see Settle).
+	//
+	// A read handler (actors.OnRead): it must not change c.State. Internal
+	// (actors.Internal): only the cluster's entities, nodes and process may send
+	// its requests; an external client's are refused with
+	// actors.ErrPermissionDenied.
+	HasDebit(c *actors.Context[S], req *HasDebit) (*DebitState, error)
+
 	// SettleHeld asks the sagas of the transfers the account still holds to
 	// finish with it: the account's reminder while it holds any.
 	//
@@ -203,8 +218,9 @@ func AccountServiceHandlers[S proto.Message](srv AccountServiceServer[S]) []acto
 		actors.On[S, *Hold, *Balance](srv.Hold),
 		actors.On[S, *Release, *Balance](srv.Release),
 		actors.On[S, *Cancel, *Balance](srv.Cancel),
+		actors.OnRead[S, *HasDebit, *DebitState](srv.HasDebit),
 		actors.On[S, *SettleHeld, *Balance](srv.SettleHeld),
-		actors.Internal[S](new(Debit), new(Credit), new(Forget), new(Hold), new(Release), new(Cancel), new(SettleHeld)),
+		actors.Internal[S](new(Debit), new(Credit), new(Forget), new(Hold), new(Release), new(Cancel), new(HasDebit), new(SettleHeld)),
 	}
 }
 
@@ -309,6 +325,12 @@ func (AccountServiceRequester[S]) Release(c *actors.Context[S], id string, req *
 // error.
 func (AccountServiceRequester[S]) Cancel(c *actors.Context[S], id string, req *Cancel, requestID string, then func(c *actors.Context[S], reply *Balance, err error)) {
 	actors.Request[S, *Balance](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
+}
+
+// HasDebit sends req to entity id and later runs then with the reply or the
+// error.
+func (AccountServiceRequester[S]) HasDebit(c *actors.Context[S], id string, req *HasDebit, requestID string, then func(c *actors.Context[S], reply *DebitState, err error)) {
+	actors.Request[S, *DebitState](c, actors.Ref{Kind: AccountServiceKindName, ID: id}, req, requestID, then)
 }
 
 // SettleHeld sends req to entity id and later runs then with the reply or the

@@ -1317,11 +1317,19 @@ var mutants = []Mutant{
 		Name:  "bank/unstarted-hold-cancelled",
 		Guard: "a credit held for a saga whose start was lost is dropped once the saga's shard answers that no such transfer started",
 		File:  "examples/bank/ledger/ledger.go",
-		Orig: `			if h, held := c.State.Held[id]; held && h.Saga == asked {
+		Orig: `			if code, ok := permanent(err); ok && code == CodeUnknownTransfer && h.Saga == asked {
 				c.Emit(&bankpb.HoldCancelled{TransferId: id})`,
-		Repl: `			if h, held := c.State.Held[id]; held && h.Saga == asked {
+		Repl: `			if code, ok := permanent(err); ok && code == CodeUnknownTransfer && h.Saga == asked {
 				_ = id`,
 		Pkgs: []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/settle-undebited",
+		Guard: "L1: a saga asked to settle while DEBITING says whether its source debited it, so accounts whose credits in doubt wait on each other's debits settle them",
+		File:  "examples/bank/ledger/transfer.go",
+		Orig:  "st.Undebited = err == nil && d.Amount == 0 && c.State.Status == debiting",
+		Repl:  "st.Undebited = false && err == nil && d.Amount == 0 && c.State.Status == debiting",
+		Pkgs:  []string{"./examples/bank/ledger"},
 	},
 	{
 		Name:  "bank/submit-new-hint",

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,4 +188,99 @@ func TestRejectedTransferCancelsItsHold(t *testing.T) {
 		return nil
 	})
 	require.EqualValues(t, 100, balance(t, h, "a"))
+}
+
+// Two accounts that each hold, from an earlier activation, a credit whose
+// saga must still debit the other do not wait on each other for good.
+// Each refuses to show its balance, and refuses a debit that the credits
+// in doubt could cover, until their sagas settle them; each saga's debit
+// is at the other account. The sagas, asked, answer that their sources
+// have not debited them, so no release was ever sent: the credits are not
+// in doubt, the debits are refused for want of funds, the transfers are
+// rejected and their holds cancelled.
+func TestAccountsInDoubtDoNotWaitOnEachOther(t *testing.T) {
+	h, reown, _ := reowningHost(t, memory.New(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const shards = 16 // reowningHost's
+	b := otherShard(t, "a", shards)
+	open(t, h, "a", 0)
+	open(t, h, b, 0)
+	open(t, h, "z", 100)
+	restart := func() {
+		h.DropAll(fmt.Errorf("%w: restarted", actors.ErrNotHere))
+		reown()
+	}
+	accounts := bankpb.NewAccountServiceClient(h)
+
+	// First each account holds a credit in doubt whose saga settles
+	// nothing for now: a transfer scheduled for later (the account's
+	// hold is sent here as its saga would, Hold being internal to the
+	// cluster, which the host's own process is).
+	later := time.Now().Add(time.Hour).UnixNano()
+	for _, to := range []string{"a", b} {
+		id := "later-" + to
+		_, err := bankpb.NewTransferServiceClient(h).ScheduleTransfer(ctx, ledger.TransferID("z", id),
+			&bankpb.ScheduleTransfer{From: "z", To: to, Amount: 30, StartUnixNano: later})
+		require.NoError(t, err)
+		_, err = accounts.Hold(ctx, to, &bankpb.Hold{TransferId: id, Amount: 30, Source: "z", Saga: 1})
+		require.NoError(t, err)
+	}
+	restart()
+
+	// The transfers between the two: each debit is refused for now (the
+	// credit in doubt could cover it), each hold is made.
+	inv := retrying{h: h, reown: reown}
+	var clients sync.WaitGroup
+	defer clients.Wait()
+	for _, tr := range []struct{ id, from, to string }{{"t1", b, "a"}, {"t2", "a", b}} {
+		clients.Go(func() { _, _ = ledger.SubmitAndWait(ctx, h, tr.id, tr.from, tr.to, 30) }) // one attempt, which the restart ends
+	}
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		for _, tr := range []struct{ id, to string }{{"t1", "a"}, {"t2", b}} {
+			if _, held := storedAccount(t, h, tr.to).Held[tr.id]; !held {
+				return fmt.Errorf("%s does not hold %s yet", tr.to, tr.id)
+			}
+		}
+		return nil
+	})
+	restart()
+	for _, tr := range []struct{ id, from string }{{"t1", b}, {"t2", "a"}} {
+		require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_DEBITING, storedTransfer(t, h, tr.from, tr.id).Status)
+		require.NotContains(t, storedAccount(t, h, tr.from).Debits, tr.id)
+	}
+	// The scheduled transfers' holds go: each account now holds in doubt
+	// only the credit of a saga that waits for a debit at the other.
+	for _, to := range []string{"a", b} {
+		_, err := accounts.Cancel(ctx, to, &bankpb.Cancel{TransferId: "later-" + to})
+		require.NoError(t, err)
+	}
+
+	testutil.Eventually(t, 30*time.Second, 5*time.Millisecond, func() error {
+		for _, tr := range []struct{ from, id string }{{b, "t1"}, {"a", "t2"}} {
+			got, err := bankpb.NewTransferServiceClient(inv).GetTransfer(ctx, ledger.TransferID(tr.from, tr.id), &bankpb.GetTransfer{})
+			if err != nil {
+				return err
+			}
+			if got.Status != bankpb.TransferStatus_TRANSFER_STATUS_REJECTED {
+				return fmt.Errorf("transfer %s is %v", tr.id, got.Status)
+			}
+		}
+		for _, id := range []string{"a", b} {
+			balanceVia(t, ctx, inv, id) // a read saves what the account did behind
+			if acct := storedAccount(t, h, id); len(acct.Held) != 0 {
+				return fmt.Errorf("%s still holds %v", id, acct.Held)
+			}
+		}
+		return nil
+	})
+	require.EqualValues(t, 0, balanceVia(t, ctx, inv, "a"))
+	require.EqualValues(t, 0, balanceVia(t, ctx, inv, b))
+}
+
+func storedTransfer(t *testing.T, h *actors.Host, from, id string) *bankpb.Transfer {
+	t.Helper()
+	rec, err := h.LoadRecord(context.Background(), ledger.TransferRef(from, id))
+	require.NoError(t, err)
+	return rec.State.(*bankpb.Transfer)
 }

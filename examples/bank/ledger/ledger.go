@@ -196,10 +196,17 @@ func (accounts) Debit(c *accountCtx, m *bankpb.Debit) (*bankpb.Balance, error) {
 	if err := checkAccount(c, m.Amount); err != nil {
 		return nil, err
 	}
-	if err := settling(c); err != nil {
-		return nil, err
-	}
 	if c.State.Balance < m.Amount {
+		// Credits in doubt (see settling) may be part of the balance: a
+		// debit that they could cover waits for them to settle. One that
+		// the balance covers without them needs no answer about them,
+		// and one that they could not cover either is refused for good.
+		// Refusing every debit while any credit is in doubt would make
+		// accounts wait on each other: the sagas that settle an account's
+		// credits can need debits at accounts in doubt themselves.
+		if n, doubt := inDoubt(c); n > 0 && c.State.Balance+doubt >= m.Amount {
+			return nil, actors.Unavailable(settleRetry, "account %s is settling %d credits held before it restarted", c.Ref().ID, n)
+		}
 		return nil, actors.HandlerError(CodeInsufficientFunds, "balance %d < %d", c.State.Balance, m.Amount)
 	}
 	c.Emit(&bankpb.Debited{TransferId: m.TransferId, Amount: m.Amount})
@@ -305,16 +312,31 @@ func (accounts) Cancel(c *accountCtx, m *bankpb.Cancel) (*bankpb.Balance, error)
 // has not released them, so their transfers are not acknowledged, and a
 // balance without them is one the account had.
 func settling(c *accountCtx) error {
-	n := 0
+	if n, _ := inDoubt(c); n > 0 {
+		return actors.Unavailable(settleRetry, "account %s is settling %d credits held before it restarted", c.Ref().ID, n)
+	}
+	return nil
+}
+
+// inDoubt counts the credits held by an earlier activation, and sums
+// their amounts.
+func inDoubt(c *accountCtx) (n int, amount int64) {
 	for _, h := range c.State.Held {
 		if h.Activation != c.Activation() {
 			n++
+			amount += h.Amount
 		}
 	}
-	if n == 0 {
-		return nil
-	}
-	return actors.Unavailable(settleRetry, "account %s is settling %d credits held before it restarted", c.Ref().ID, n)
+	return n, amount
+}
+
+// HasDebit answers with the amount the account debited for a transfer it
+// has not forgotten (0 if none): a saga asked to settle while DEBITING
+// asks its source, co-located, whether a release can have been sent (see
+// transfers.Settle). It reads nothing in doubt, so an account answers it
+// while it settles its own credits.
+func (accounts) HasDebit(c *accountCtx, m *bankpb.HasDebit) (*bankpb.DebitState, error) {
+	return &bankpb.DebitState{Amount: c.State.Debits[m.TransferId]}, nil
 }
 
 // settleRetry is how long a caller refused by settling waits at least.
@@ -397,7 +419,10 @@ func (accounts) SettleHeld(c *accountCtx, _ *bankpb.SettleHeld) (*bankpb.Balance
 			settle(src, id)
 		}
 	}
-	settleHeld(c, c.RequestID())
+	// The activation is part of the request IDs: a saga's answer, recorded
+	// under its request ID, speaks of the releases sent before it was
+	// asked, and a firing handled again by a later activation asks again.
+	settleHeld(c, fmt.Sprintf("%s@%x", c.RequestID(), c.Activation()))
 	return &bankpb.Balance{}, nil
 }
 
@@ -423,11 +448,19 @@ func settleHeld(c *accountCtx, prefix string) {
 			continue // not a valid source: no saga sent it
 		}
 		asked := h.Saga
-		actors.Request(c, saga, &bankpb.Settle{}, prefix+"/"+id, func(c *accountCtx, _ *bankpb.TransferState, err error) {
-			if code, ok := permanent(err); !ok || code != CodeUnknownTransfer {
+		actors.Request(c, saga, &bankpb.Settle{}, prefix+"/"+id, func(c *accountCtx, st *bankpb.TransferState, err error) {
+			h, held := c.State.Held[id]
+			if !held {
 				return
 			}
-			if h, held := c.State.Held[id]; held && h.Saga == asked {
+			if err == nil && st.Undebited && h.Activation != c.Activation() {
+				// No release of the credit was ever sent: it is not in
+				// doubt, and this activation holds it from now on (a
+				// release that comes later comes to this activation).
+				c.Emit(&bankpb.CreditHeld{TransferId: id, Amount: h.Amount, Source: h.Source, Activation: c.Activation(), Saga: h.Saga})
+				return
+			}
+			if code, ok := permanent(err); ok && code == CodeUnknownTransfer && h.Saga == asked {
 				c.Emit(&bankpb.HoldCancelled{TransferId: id})
 			}
 		})

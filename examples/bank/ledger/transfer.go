@@ -294,11 +294,38 @@ const refundSuffix = ":refund"
 // account that still holds the transfer asks (see SettleHeld). A transfer
 // still running goes on; this message activated it if it was not active,
 // and activation re-drives its step.
+//
+// A transfer still DEBITING asks its source whether it has debited the
+// transfer, and answers once it knows: a destination that holds the
+// credit from an earlier activation cannot show its balance until it
+// learns whether the credit was released (see settling), and without a
+// debit it was not. A release follows a durable debit, and the source
+// keeps the debit until the transfer's outcome is durable (its Forget
+// leaves after that), so a source without the debit while the saga is
+// still DEBITING never debited it. Both are read here, in the shard that
+// owns them both, and the answer leaves only once durable, so from the
+// shard's current owner. Without that answer accounts could wait on each
+// other for good: the destination's credit is settled by a saga whose
+// debit waits at a source that settles credits of its own.
 func (transfers) Settle(c *transferCtx, _ *bankpb.Settle) (*bankpb.TransferState, error) {
 	if c.State.Status == unspecified {
 		// An account that holds a credit for a saga whose start was lost
 		// drops it on this answer (settleHeld).
 		return nil, actors.HandlerError(CodeUnknownTransfer, "transfer %s was never submitted", c.Ref().ID)
+	}
+	if c.State.Status == debiting {
+		// Each Settle waits for a read of its own, made after it came: an
+		// answer read before an account's activation asked would say
+		// nothing of the releases sent to that account's earlier ones.
+		id, key := transferID(c), "settle/"+c.RequestID()
+		c.Defer(key)
+		toAccount.HasDebit(c, c.State.From, &bankpb.HasDebit{TransferId: id}, key+":has-debit",
+			func(c *transferCtx, d *bankpb.DebitState, err error) {
+				st := state(c.State)
+				st.Undebited = err == nil && d.Amount == 0 && c.State.Status == debiting
+				c.Resolve(key, st, nil)
+			})
+		return nil, nil
 	}
 	if c.State.Status == completed || c.State.Status == compensated {
 		forget(c)

@@ -9,7 +9,9 @@ import (
 
 // journalWitness looks for a linearization of one account's ops in the
 // order its journal recorded them (Input.Statements): the debits and
-// credits in the order the account applied them, each read and rejection
+// credits in the order the account applied them (a credit applied late
+// moved before the effects called after it returned, see creditsFirst),
+// each read and rejection
 // placed between them where the balance fits it and where its interval
 // allows. It reports whether the order it built is a linearization, which
 // it checks as porcupine would: every op sequentially legal, and no op
@@ -41,10 +43,8 @@ func (c *checker) journalWitness(ls []lop) bool {
 			quiet = append(quiet, l)
 		}
 	}
-	// The effects in journal order, and the balance after each (bal[k] is
-	// the balance after the first k effects).
+	// The effects in journal order.
 	var effects []lop
-	bal := []int64{c.in.InitialBalance}
 	for i, e := range entries {
 		var k key
 		switch {
@@ -63,6 +63,14 @@ func (c *checker) journalWitness(ls []lop) bool {
 		}
 		delete(pending, k)
 		effects = append(effects, l)
+	}
+	if len(pending) > 0 {
+		return false // an op the journal does not hold
+	}
+	creditsFirst(effects)
+	// The balance after each effect: bal[k] after the first k.
+	bal := []int64{c.in.InitialBalance}
+	for _, l := range effects {
 		b := bal[len(bal)-1]
 		if l.kind == lopDebit {
 			b -= l.amount
@@ -70,9 +78,6 @@ func (c *checker) journalWitness(ls []lop) bool {
 			b += l.amount
 		}
 		bal = append(bal, b)
-	}
-	if len(pending) > 0 {
-		return false // an op the journal does not hold
 	}
 
 	// Place each quiet op, in call order, at the first position that its
@@ -133,6 +138,27 @@ func (c *checker) journalWitness(ls []lop) bool {
 		}
 	}
 	return c.isLinearization(seq)
+}
+
+// creditsFirst moves each credit before the effects next to it in the
+// journal that were called after it returned. An account may apply a
+// credit later than its transfer was acknowledged: one whose release was
+// lost with the account's memory is applied again when its saga settles
+// it, and a debit the balance covered may have been applied meanwhile.
+// A credit moved earlier leaves every debit after it a larger balance, so
+// the order stays legal for the effects; the reads and rejections are
+// placed afterwards, and the whole order is checked in the end.
+func creditsFirst(effects []lop) {
+	for j := range effects {
+		if effects[j].kind != lopCredit {
+			continue
+		}
+		i := j
+		for i > 0 && effects[i-1].call > effects[i].ret {
+			effects[i-1], effects[i] = effects[i], effects[i-1]
+			i--
+		}
+	}
 }
 
 // isLinearization reports whether seq, all of one account's ops, is a

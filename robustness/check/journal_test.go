@@ -90,6 +90,27 @@ func TestJournalOrderAgainstRealTimeIsNoWitness(t *testing.T) {
 	}
 }
 
+// A credit that the account applied after a debit called once the
+// credit's transfer had returned (its release lost with the account's
+// memory and applied again; the debit covered by the balance meanwhile)
+// still lets the journal decide: the credit goes first, where real time
+// puts it.
+func TestJournalCreditAppliedLateWitnesses(t *testing.T) {
+	ops := []history.Op{
+		xfer(0, "t1", 1, 0, 30, 10, 20, history.OK, ""),
+		read(2, 0, 22, 25, 130),
+		xfer(1, "t2", 0, 1, 50, 30, 40, history.OK, ""),
+	}
+	st := map[string][]check.Entry{
+		acct(0): statement(debitOf("t2", 50), creditOf("t1", 30)),
+		acct(1): statement(debitOf("t1", 30), creditOf("t2", 50)),
+	}
+	inv := linearizable(t, ops, finals(80, 120), st)
+	if inv.Status != check.StatusPass || !strings.Contains(inv.Details, "2 accounts decided by their journal's order") {
+		t.Fatalf("linearizable = %s: %s, want pass with both accounts decided by their journal", inv.Status, inv.Details)
+	}
+}
+
 // A read that no order explains fails with the journal as without it.
 func TestJournalOrderDoesNotExcuseABadRead(t *testing.T) {
 	ops := []history.Op{

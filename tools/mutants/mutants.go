@@ -1356,6 +1356,14 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./robustness/check"},
 	},
 	{
+		Name:  "check/journal-credits-first",
+		Guard: "bank check: a credit applied after a debit called once its transfer had returned still lets the journal decide the account",
+		File:  "robustness/check/journal.go",
+		Orig:  "\tcreditsFirst(effects)\n",
+		Repl:  "\n",
+		Pkgs:  []string{"./robustness/check"},
+	},
+	{
 		Name:  "check/conservation",
 		Guard: "S5: the checker reports money created or lost",
 		File:  "robustness/check/check.go",

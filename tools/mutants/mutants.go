@@ -1324,6 +1324,22 @@ var mutants = []Mutant{
 		Pkgs: []string{"./examples/bank/ledger"},
 	},
 	{
+		Name:  "bank/debit-waits-for-doubt",
+		Guard: "S4: a debit that credits in doubt could cover is refused for now, not for good (the credit may have been released and acknowledged)",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig:  "if n, doubt := inDoubt(c); n > 0 && c.State.Balance+doubt >= m.Amount {",
+		Repl:  "if n, doubt := inDoubt(c); false && n > 0 && c.State.Balance+doubt >= m.Amount {",
+		Pkgs:  []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/debit-covered-in-doubt",
+		Guard: "L1: a debit the balance covers goes through while credits are in doubt",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig:  "\tif c.State.Balance < m.Amount {\n\t\t// Credits in doubt",
+		Repl:  "\tif n, _ := inDoubt(c); n > 0 || c.State.Balance < m.Amount {\n\t\t// Credits in doubt",
+		Pkgs:  []string{"./examples/bank/ledger"},
+	},
+	{
 		Name:  "bank/settle-undebited",
 		Guard: "L1: a saga asked to settle while DEBITING says whether its source debited it, so accounts whose credits in doubt wait on each other's debits settle them",
 		File:  "examples/bank/ledger/transfer.go",

@@ -278,6 +278,50 @@ func TestAccountsInDoubtDoNotWaitOnEachOther(t *testing.T) {
 	require.EqualValues(t, 0, balanceVia(t, ctx, inv, b))
 }
 
+// An account that holds a credit in doubt still answers the debits its
+// balance decides: one the balance covers goes through, and one that the
+// balance and the credit together could not cover is refused for good.
+// A debit that the credit could cover is refused for now (retryably, not
+// recorded), since the credit may have been released and its transfer
+// acknowledged. The balance itself is not shown.
+func TestDebitWhileACreditIsInDoubt(t *testing.T) {
+	h, reown, _ := reowningHost(t, memory.New(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open(t, h, "b", 20)
+	open(t, h, "z", 100)
+	accounts := bankpb.NewAccountServiceClient(h)
+	// A credit of 30 held, then in doubt after a restart; its saga, a
+	// transfer scheduled for later, settles nothing during the test.
+	_, err := bankpb.NewTransferServiceClient(h).ScheduleTransfer(ctx, ledger.TransferID("z", "later"),
+		&bankpb.ScheduleTransfer{From: "z", To: "b", Amount: 30, StartUnixNano: time.Now().Add(time.Hour).UnixNano()})
+	require.NoError(t, err)
+	_, err = accounts.Hold(ctx, "b", &bankpb.Hold{TransferId: "later", Amount: 30, Source: "z", Saga: 1})
+	require.NoError(t, err)
+	h.DropAll(fmt.Errorf("%w: restarted", actors.ErrNotHere))
+	reown()
+
+	_, err = accounts.GetBalance(ctx, "b", &bankpb.GetBalance{})
+	require.ErrorIs(t, err, actors.ErrUnavailable, "the balance is not shown while the credit is in doubt")
+
+	_, err = accounts.Debit(ctx, "b", &bankpb.Debit{TransferId: "covered", Amount: 15})
+	require.NoError(t, err, "the balance covers it")
+
+	_, err = accounts.Debit(ctx, "b", &bankpb.Debit{TransferId: "beyond", Amount: 36})
+	requireCode(t, err, ledger.CodeInsufficientFunds) // 5 + 30 in doubt < 36: refused for good
+
+	for range 2 { // not recorded: asked again, it is refused for now again
+		_, err = accounts.Debit(ctx, "b", &bankpb.Debit{TransferId: "maybe", Amount: 20})
+		require.ErrorIs(t, err, actors.ErrUnavailable, "5 < 20 <= 5 + 30 in doubt: refused for now")
+		require.True(t, actors.Retryable(err))
+	}
+	acct := storedAccount(t, h, "b")
+	require.EqualValues(t, 5, acct.Balance)
+	require.Contains(t, acct.Debits, "covered")
+	require.NotContains(t, acct.Debits, "maybe")
+	require.NotContains(t, acct.Debits, "beyond")
+}
+
 func storedTransfer(t *testing.T, h *actors.Host, from, id string) *bankpb.Transfer {
 	t.Helper()
 	rec, err := h.LoadRecord(context.Background(), ledger.TransferRef(from, id))

@@ -1348,6 +1348,22 @@ var mutants = []Mutant{
 		Pkgs:  []string{"./examples/bank/ledger"},
 	},
 	{
+		Name:  "bank/undebited-only-while-debiting",
+		Guard: "L1: a saga that ended while its source answered (a debit refused for good just before the read) answers its status, not undebited",
+		File:  "examples/bank/ledger/transfer.go",
+		Orig:  "st.Undebited = err == nil && d.Amount == 0 && c.State.Status == debiting",
+		Repl:  "st.Undebited = err == nil && d.Amount == 0",
+		Pkgs:  []string{"./examples/bank/ledger"},
+	},
+	{
+		Name:  "bank/unknown-answers-the-asked-hold",
+		Guard: "L1: a late \"unknown transfer\" drops only the hold of the saga it was asked about, not one a resubmitted saga has made since",
+		File:  "examples/bank/ledger/ledger.go",
+		Orig:  "ok && code == CodeUnknownTransfer && h.Saga == asked {",
+		Repl:  "ok && code == CodeUnknownTransfer && asked == asked {",
+		Pkgs:  []string{"./examples/bank/ledger"},
+	},
+	{
 		Name:  "bank/submit-new-hint",
 		Guard: "speed: a submitted transfer's saga starts without reading the store (the lab counts store reads)",
 		File:  "examples/bank/ledger/client.go",

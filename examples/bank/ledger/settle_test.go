@@ -1,0 +1,251 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ordo-actors/ordo/actors"
+	"github.com/ordo-actors/ordo/examples/bank/ledger"
+	"github.com/ordo-actors/ordo/internal/testutil"
+	"github.com/ordo-actors/ordo/persistence"
+	"github.com/ordo-actors/ordo/persistence/memory"
+	"github.com/ordo-actors/ordo/proto/bankpb"
+	"github.com/stretchr/testify/require"
+)
+
+// gateStore holds back the Saves that carry a record its gates match,
+// each until its gate opens: a test orders what a write lets out (the
+// replies and messages held for it) against what happens meanwhile. An
+// open gate stays open.
+type gateStore struct {
+	*memory.Store
+	// save, if set, saves what the gates let through instead of the
+	// memory store (another test store over the same memory store).
+	save  func(context.Context, []persistence.Record) (map[uint32]error, error)
+	mu    sync.Mutex
+	gates []*saveGate
+}
+
+type saveGate struct {
+	match   func(persistence.Record) bool
+	reached chan struct{} // closed by the first Save the gate holds
+	opened  chan struct{}
+	reach   sync.Once
+	open    sync.Once
+}
+
+// gate adds a gate that holds back the Saves carrying a record match
+// accepts. The test's cleanup opens it, before the host stops.
+func (s *gateStore) gate(t *testing.T, match func(persistence.Record) bool) *saveGate {
+	g := &saveGate{match: match, reached: make(chan struct{}), opened: make(chan struct{})}
+	s.mu.Lock()
+	s.gates = append(s.gates, g)
+	s.mu.Unlock()
+	t.Cleanup(g.release)
+	return g
+}
+
+// release opens the gate.
+func (g *saveGate) release() { g.open.Do(func() { close(g.opened) }) }
+
+// wait waits until the gate holds a Save.
+func (g *saveGate) wait(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-g.reached:
+	case <-ctx.Done():
+		t.Fatal("no Save reached the gate")
+	}
+}
+
+func (s *gateStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
+	s.mu.Lock()
+	gates := slices.Clone(s.gates)
+	s.mu.Unlock()
+	for _, g := range gates {
+		if !slices.ContainsFunc(recs, g.match) {
+			continue
+		}
+		g.reach.Do(func() { close(g.reached) })
+		select {
+		case <-g.opened:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if s.save != nil {
+		return s.save(ctx, recs)
+	}
+	return s.Store.Save(ctx, recs)
+}
+
+// isTransfer reports whether r is a transfer's record in status s.
+func isTransfer(s bankpb.TransferStatus) func(persistence.Record) bool {
+	return func(r persistence.Record) bool { return r.Kind == ledger.Transfer.Name() && recordStatus(r) == s }
+}
+
+// waitForOut waits until ref, active on h, has (out) or no longer has
+// (!out) a message out, not yet answered, whose request ID match accepts.
+func waitForOut(t *testing.T, ctx context.Context, h *actors.Host, ref actors.Ref, out bool, match func(requestID string) bool) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		rt, err := h.Runtime(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if rt.Actor == nil {
+			return errors.New(rt.ActorError)
+		}
+		has := slices.ContainsFunc(rt.Actor.Outs, func(o actors.OutRuntime) bool { return match(o.RequestID) })
+		if has != out {
+			return fmt.Errorf("%s: message out: %v, want %v (outs %+v)", ref, has, out, rt.Actor.Outs)
+		}
+		return nil
+	})
+}
+
+type transferAnswer struct {
+	st  *bankpb.TransferState
+	err error
+}
+
+func await(t *testing.T, ctx context.Context, c <-chan transferAnswer) transferAnswer {
+	t.Helper()
+	select {
+	case a := <-c:
+		return a
+	case <-ctx.Done():
+		t.Fatal("no answer")
+		return transferAnswer{}
+	}
+}
+
+// A saga asked to settle while DEBITING asks its source whether it has
+// debited the transfer, and answers "undebited" only if it is still
+// DEBITING when the source's answer comes back. Here the source refuses
+// the debit for good just before it reads: the saga is rejected by the
+// time the read's answer comes, and answers REJECTED, not undebited (the
+// destination then waits for the rejection's Cancel, instead of taking
+// the hold over as its own).
+func TestSettleAnswersUndebitedOnlyWhileDebiting(t *testing.T) {
+	st := &gateStore{Store: memory.New()}
+	h, _, _ := reowningHost(t, st, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open(t, h, "a", 10)
+	open(t, h, "b", 0)
+	start := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
+
+	submitted := make(chan transferAnswer, 1)
+	go func() {
+		s, err := ledger.SubmitNew(ctx, h, "t1", "a", "b", 50)
+		submitted <- transferAnswer{s, err}
+	}()
+	// The saga has started and sent its debit, which a refuses (10 < 50).
+	// Nothing is durable: neither the refusal nor the read below answers
+	// before the gate opens, and then they answer in a's order.
+	start.wait(t, ctx)
+	settled := make(chan transferAnswer, 1)
+	go func() {
+		s, err := bankpb.NewTransferServiceClient(h).Settle(ctx, ledger.TransferID("a", "t1"), &bankpb.Settle{})
+		settled <- transferAnswer{s, err}
+	}()
+	waitForOut(t, ctx, h, ledger.TransferRef("a", "t1"), true, func(id string) bool { return strings.HasSuffix(id, ":has-debit") })
+	start.release()
+
+	got := await(t, ctx, submitted)
+	require.NoError(t, got.err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, got.st.Status)
+	require.Equal(t, ledger.CodeInsufficientFunds, got.st.Error)
+	s := await(t, ctx, settled)
+	require.NoError(t, s.err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_REJECTED, s.st.Status)
+	require.False(t, s.st.Undebited, "a rejected transfer is not answered as undebited")
+}
+
+// A destination that holds in doubt the credit of a saga whose start was
+// lost asks the saga's shard to settle it on activation, and drops the
+// hold when told that no such transfer started, unless the transfer was
+// submitted again meanwhile and its new saga holds the credit: the late
+// "unknown transfer" answers the old saga's hold, not the new one's.
+// Here the answer is held back (its write is gated) until the new saga's
+// hold is durable at the destination, and the new saga is held back
+// (its start is gated) until the destination has taken the answer: the
+// destination still holds the credit in doubt, and shows its balance
+// only once the new saga releases it.
+func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
+	mem := memory.New()
+	loss := &startLossStore{Store: mem}
+	st := &gateStore{Store: mem, save: loss.Save}
+	// Two Saves at once: the destination's writes go while the saga's
+	// shard waits at a gate.
+	h, reown, _ := reowningHost(t, st, func(c *actors.HostConfig) { c.BatchMaxInFlight = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const shards = 16 // reowningHost's
+	b := otherShard(t, "a", shards)
+	open(t, h, "a", 100)
+	open(t, h, b, 0)
+
+	// The transfer's start is lost with its debit; its hold is made.
+	loss.armed.Store(true)
+	_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
+	require.Error(t, err, "the client's one attempt fails with its start")
+	require.True(t, loss.lost.Load())
+	var first uint64 // the lost saga's activation
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		held, ok := storedAccount(t, h, b).Held["t1"]
+		if !ok {
+			return fmt.Errorf("%s does not hold t1 yet", b)
+		}
+		first = held.Saga
+		return nil
+	})
+
+	unknown := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED))
+	restart := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
+	h.DropAll(fmt.Errorf("%w: restarted", actors.ErrNotHere))
+	reown()
+	// The destination activates, holding the credit in doubt, and asks
+	// the saga's shard, which answers that t1 never started: an answer
+	// that leaves once its write is durable.
+	accounts := bankpb.NewAccountServiceClient(h)
+	_, err = accounts.GetBalance(ctx, b, &bankpb.GetBalance{})
+	require.ErrorIs(t, err, actors.ErrUnavailable, "the credit is in doubt")
+	unknown.wait(t, ctx)
+
+	// Submitted again, the transfer's new saga holds the credit.
+	submitted := make(chan transferAnswer, 1)
+	go func() {
+		s, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
+		submitted <- transferAnswer{s, err}
+	}()
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if held := storedAccount(t, h, b).Held["t1"]; held.GetSaga() == first {
+			return fmt.Errorf("%s holds t1 for the lost saga %x", b, first)
+		}
+		return nil
+	})
+
+	// The answer reaches the destination, which keeps the new saga's
+	// hold: the credit is still in doubt.
+	unknown.release()
+	asked := func(id string) bool { return strings.HasPrefix(id, "activate-") && strings.HasSuffix(id, "/t1") }
+	waitForOut(t, ctx, h, ledger.AccountRef(b), false, asked)
+	_, err = accounts.GetBalance(ctx, b, &bankpb.GetBalance{})
+	require.ErrorIs(t, err, actors.ErrUnavailable, "the new saga's hold is kept, in doubt")
+
+	restart.release()
+	got := await(t, ctx, submitted)
+	require.NoError(t, got.err)
+	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, got.st.Status)
+	inv := retrying{h: h, reown: reown}
+	require.EqualValues(t, 70, balanceVia(t, ctx, inv, "a"))
+	require.EqualValues(t, 30, balanceVia(t, ctx, inv, b))
+}

@@ -134,18 +134,8 @@ func TestLostStartCancelsItsHold(t *testing.T) {
 	open(t, h, "a", 100)
 	open(t, h, b, 0)
 
-	st.armed.Store(true)
-	_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
-	require.Error(t, err, "the client's one attempt fails with its start")
-	require.True(t, actors.Retryable(err), "%v", err)
-	require.True(t, st.lost.Load())
+	loseStart(t, ctx, h, st, b)
 	inv := retrying{h: h, reown: reown}
-	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
-		if acct := storedAccount(t, h, b); len(acct.Held) != 1 {
-			return fmt.Errorf("%s holds %v, want the transfer's hold", b, acct.Held)
-		}
-		return nil
-	})
 	require.EqualValues(t, 100, balanceVia(t, ctx, inv, "a"), "the debit was lost")
 	require.EqualValues(t, 0, balanceVia(t, ctx, inv, b), "a hold is not part of the balance")
 
@@ -169,6 +159,29 @@ func TestLostStartCancelsItsHold(t *testing.T) {
 	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, got.Status)
 	require.EqualValues(t, 70, balanceVia(t, ctx, inv, "a"))
 	require.EqualValues(t, 30, balanceVia(t, ctx, inv, b))
+}
+
+// loseStart submits transfer t1 of 30 from a to b with s armed, so that
+// its start is lost with its debit, and waits until b holds its credit
+// (the hold left before the start was durable). It returns the lost
+// saga's activation, which the hold names.
+func loseStart(t *testing.T, ctx context.Context, h *actors.Host, s *startLossStore, b string) (saga uint64) {
+	t.Helper()
+	s.armed.Store(true)
+	_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
+	require.Error(t, err, "the client's one attempt fails with its start")
+	require.True(t, actors.Retryable(err), "%v", err)
+	require.True(t, s.lost.Load())
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		acct := storedAccount(t, h, b)
+		held, ok := acct.Held["t1"]
+		if !ok || len(acct.Held) != 1 {
+			return fmt.Errorf("%s holds %v, want the transfer's hold", b, acct.Held)
+		}
+		saga = held.Saga
+		return nil
+	})
+	return saga
 }
 
 // A rejected transfer's hold is cancelled: the destination holds nothing

@@ -193,20 +193,7 @@ func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
 	open(t, h, "a", 100)
 	open(t, h, b, 0)
 
-	// The transfer's start is lost with its debit; its hold is made.
-	loss.armed.Store(true)
-	_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
-	require.Error(t, err, "the client's one attempt fails with its start")
-	require.True(t, loss.lost.Load())
-	var first uint64 // the lost saga's activation
-	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
-		held, ok := storedAccount(t, h, b).Held["t1"]
-		if !ok {
-			return fmt.Errorf("%s does not hold t1 yet", b)
-		}
-		first = held.Saga
-		return nil
-	})
+	first := loseStart(t, ctx, h, loss, b) // the lost saga's activation
 
 	unknown := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED))
 	restart := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
@@ -216,7 +203,7 @@ func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
 	// the saga's shard, which answers that t1 never started: an answer
 	// that leaves once its write is durable.
 	accounts := bankpb.NewAccountServiceClient(h)
-	_, err = accounts.GetBalance(ctx, b, &bankpb.GetBalance{})
+	_, err := accounts.GetBalance(ctx, b, &bankpb.GetBalance{})
 	require.ErrorIs(t, err, actors.ErrUnavailable, "the credit is in doubt")
 	unknown.wait(t, ctx)
 

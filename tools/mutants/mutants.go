@@ -1447,7 +1447,7 @@ var mutants = []Mutant{
 		Guard: "security: what a node serves learns its caller's verified certificate subject (the authorization hook)",
 		File:  "cluster/transport.go",
 		Orig:  `	ss := newServerStream(callerOf(stream.Context()))`,
-		Repl:  `	ss := newServerStream("")`,
+		Repl:  `	ss := newServerStream(peerID{})`,
 		Pkgs:  []string{"./cluster"},
 	},
 	{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type Store struct {
 	loseNext  int // saves whose acknowledgement is lost after writing
 	loseErr   error
 	gate      chan struct{} // when non-nil, saves wait until it is closed
+	blocks    []*saveBlock  // BlockSavesOf
 	done      chan struct{} // closed by Close
 	maxData   int           // LimitSaves; 0: none
 	maxGroup  int
@@ -104,7 +106,7 @@ func (s *Store) Load(ctx context.Context, kind, id string) (persistence.Record, 
 }
 
 // Save implements persistence.Store. Fault hooks apply in this order: the
-// gate (BlockSaves), the delay (DelaySaves), then injected failures
+// gates (BlockSaves, then BlockSavesOf), the delay (DelaySaves), then injected failures
 // (FailNextSaves), which fail every shard of the batch with an
 // unknown-outcome error and write nothing, then lost acknowledgements
 // (LoseNextAcks), which write and then report an unknown outcome.
@@ -118,6 +120,12 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 		return nil, persistence.ErrClosed
 	}
 	gate, delay := s.gate, s.saveDelay
+	var blocks []*saveBlock
+	for _, b := range s.blocks {
+		if slices.ContainsFunc(recs, b.match) {
+			blocks = append(blocks, b)
+		}
+	}
 	s.saves++
 	s.recsSeen += len(recs)
 	s.mu.Unlock()
@@ -132,6 +140,16 @@ func (s *Store) Save(ctx context.Context, recs []persistence.Record) (map[uint32
 	if gate != nil {
 		select {
 		case <-gate:
+		case <-s.done:
+			return failAll(persistence.ErrClosed)
+		case <-ctx.Done():
+			return failAll(ctx.Err())
+		}
+	}
+	for _, b := range blocks {
+		b.reach.Do(func() { close(b.reached) })
+		select {
+		case <-b.released:
 		case <-s.done:
 			return failAll(persistence.ErrClosed)
 		case <-ctx.Done():
@@ -353,6 +371,36 @@ func (s *Store) BlockSaves() (release func()) {
 			close(gate)
 		})
 	}
+}
+
+// BlockSavesOf makes every later Save that carries a record match accepts
+// wait until the returned release function is called (or the Save's
+// context ends, or the store closes); other Saves go on. reached is closed
+// when the first such Save starts waiting, so that a test can order what
+// that write lets out against what happens meanwhile. release is
+// idempotent, and a Save made after it does not wait.
+func (s *Store) BlockSavesOf(match func(persistence.Record) bool) (reached <-chan struct{}, release func()) {
+	b := &saveBlock{match: match, reached: make(chan struct{}), released: make(chan struct{})}
+	s.mu.Lock()
+	s.blocks = append(s.blocks, b)
+	s.mu.Unlock()
+	var once sync.Once
+	return b.reached, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.blocks = slices.DeleteFunc(s.blocks, func(x *saveBlock) bool { return x == b })
+			s.mu.Unlock()
+			close(b.released)
+		})
+	}
+}
+
+// saveBlock is one BlockSavesOf.
+type saveBlock struct {
+	match    func(persistence.Record) bool
+	reach    sync.Once
+	reached  chan struct{}
+	released chan struct{}
 }
 
 // Stats reports how many Save calls were made and how many records they

@@ -61,6 +61,68 @@ func TestFailNextSaves(t *testing.T) {
 	}
 }
 
+// BlockSavesOf holds only the Saves carrying a matching record, says when
+// the first one waits, and lets them write once released; a Save made
+// after the release does not wait. A held Save ends with its context.
+func TestBlockSavesOf(t *testing.T) {
+	s := memory.New()
+	defer s.Close()
+	fenced(t, s, 1, 1)
+	type result struct {
+		out map[uint32]error
+		err error
+	}
+	save := func(ctx context.Context, ids ...string) <-chan result {
+		res := make(chan result, 1)
+		go func() {
+			var recs []persistence.Record
+			for _, id := range ids {
+				recs = append(recs, rec(id))
+			}
+			out, err := s.Save(ctx, recs)
+			res <- result{out, err}
+		}()
+		return res
+	}
+	reached, release := s.BlockSavesOf(func(r persistence.Record) bool { return r.ID == "held" })
+	select {
+	case <-reached:
+		t.Fatal("reached before any Save")
+	default:
+	}
+	held := save(t.Context(), "other", "held")
+	<-reached
+	if r := <-save(t.Context(), "free"); r.err != nil || r.out[1] != nil {
+		t.Fatalf("a Save without a matching record: %v, %v", r.out, r.err)
+	}
+	if _, err := s.Load(t.Context(), "k", "other"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("a held Save is visible: %v", err)
+	}
+	select {
+	case r := <-held:
+		t.Fatalf("held Save returned %v, %v", r.out, r.err)
+	default:
+	}
+	release()
+	release() // idempotent
+	if r := <-held; r.err != nil || r.out[1] != nil {
+		t.Fatalf("released Save: %v, %v", r.out, r.err)
+	}
+	if r := <-save(t.Context(), "held"); r.err != nil || r.out[1] != nil {
+		t.Fatalf("a Save after the release: %v, %v", r.out, r.err)
+	}
+
+	reached, release = s.BlockSavesOf(func(persistence.Record) bool { return true })
+	defer release()
+	ctx, cancel := context.WithCancel(t.Context())
+	res := save(ctx, "c")
+	<-reached
+	cancel()
+	if r := <-res; r.err != nil || !errors.Is(r.out[1], context.Canceled) {
+		t.Fatalf("canceled held Save: %v, %v", r.out, r.err)
+	}
+}
+
 func TestBlockSaves(t *testing.T) {
 	s := memory.New()
 	defer s.Close()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,70 +18,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// gateStore holds back the Saves that carry a record its gates match,
-// each until its gate opens: a test orders what a write lets out (the
-// replies and messages held for it) against what happens meanwhile. An
-// open gate stays open.
-type gateStore struct {
-	*memory.Store
-	// save, if set, saves what the gates let through instead of the
-	// memory store (another test store over the same memory store).
-	save  func(context.Context, []persistence.Record) (map[uint32]error, error)
-	mu    sync.Mutex
-	gates []*saveGate
-}
-
-type saveGate struct {
-	match   func(persistence.Record) bool
-	reached chan struct{} // closed by the first Save the gate holds
-	opened  chan struct{}
-	reach   sync.Once
-	open    sync.Once
-}
-
-// gate adds a gate that holds back the Saves carrying a record match
-// accepts. The test's cleanup opens it, before the host stops.
-func (s *gateStore) gate(t *testing.T, match func(persistence.Record) bool) *saveGate {
-	g := &saveGate{match: match, reached: make(chan struct{}), opened: make(chan struct{})}
-	s.mu.Lock()
-	s.gates = append(s.gates, g)
-	s.mu.Unlock()
-	t.Cleanup(g.release)
-	return g
-}
-
-// release opens the gate.
-func (g *saveGate) release() { g.open.Do(func() { close(g.opened) }) }
-
-// wait waits until the gate holds a Save.
-func (g *saveGate) wait(t *testing.T, ctx context.Context) {
+// blockUntil holds back, with st.BlockSavesOf, the Saves carrying a
+// record match accepts, and waits until one waits there: a test orders
+// what that write lets out (the replies and messages held for it)
+// against what happens meanwhile. The test's cleanup releases them,
+// before the host stops.
+func blockUntil(t *testing.T, ctx context.Context, st *memory.Store, match func(persistence.Record) bool) (wait func(), release func()) {
 	t.Helper()
-	select {
-	case <-g.reached:
-	case <-ctx.Done():
-		t.Fatal("no Save reached the gate")
-	}
-}
-
-func (s *gateStore) Save(ctx context.Context, recs []persistence.Record) (map[uint32]error, error) {
-	s.mu.Lock()
-	gates := slices.Clone(s.gates)
-	s.mu.Unlock()
-	for _, g := range gates {
-		if !slices.ContainsFunc(recs, g.match) {
-			continue
-		}
-		g.reach.Do(func() { close(g.reached) })
+	reached, release := st.BlockSavesOf(match)
+	t.Cleanup(release)
+	return func() {
+		t.Helper()
 		select {
-		case <-g.opened:
+		case <-reached:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			t.Fatal("no Save reached the block")
 		}
-	}
-	if s.save != nil {
-		return s.save(ctx, recs)
-	}
-	return s.Store.Save(ctx, recs)
+	}, release
 }
 
 // isTransfer reports whether r is a transfer's record in status s.
@@ -134,13 +86,13 @@ func await(t *testing.T, ctx context.Context, c <-chan transferAnswer) transferA
 // destination then waits for the rejection's Cancel, instead of taking
 // the hold over as its own).
 func TestSettleAnswersUndebitedOnlyWhileDebiting(t *testing.T) {
-	st := &gateStore{Store: memory.New()}
+	st := memory.New()
 	h, _, _ := reowningHost(t, st, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	open(t, h, "a", 10)
 	open(t, h, "b", 0)
-	start := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
+	startWaits, startGoes := blockUntil(t, ctx, st, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
 
 	submitted := make(chan transferAnswer, 1)
 	go func() {
@@ -149,15 +101,15 @@ func TestSettleAnswersUndebitedOnlyWhileDebiting(t *testing.T) {
 	}()
 	// The saga has started and sent its debit, which a refuses (10 < 50).
 	// Nothing is durable: neither the refusal nor the read below answers
-	// before the gate opens, and then they answer in a's order.
-	start.wait(t, ctx)
+	// before the start goes, and then they answer in a's order.
+	startWaits()
 	settled := make(chan transferAnswer, 1)
 	go func() {
 		s, err := bankpb.NewTransferServiceClient(h).Settle(ctx, ledger.TransferID("a", "t1"), &bankpb.Settle{})
 		settled <- transferAnswer{s, err}
 	}()
 	waitForOut(t, ctx, h, ledger.TransferRef("a", "t1"), true, func(id string) bool { return strings.HasSuffix(id, ":has-debit") })
-	start.release()
+	startGoes()
 
 	got := await(t, ctx, submitted)
 	require.NoError(t, got.err)
@@ -174,18 +126,17 @@ func TestSettleAnswersUndebitedOnlyWhileDebiting(t *testing.T) {
 // hold when told that no such transfer started, unless the transfer was
 // submitted again meanwhile and its new saga holds the credit: the late
 // "unknown transfer" answers the old saga's hold, not the new one's.
-// Here the answer is held back (its write is gated) until the new saga's
+// Here the answer is held back (its write is blocked) until the new saga's
 // hold is durable at the destination, and the new saga is held back
-// (its start is gated) until the destination has taken the answer: the
+// (its start is blocked) until the destination has taken the answer: the
 // destination still holds the credit in doubt, and shows its balance
 // only once the new saga releases it.
 func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
 	mem := memory.New()
 	loss := &startLossStore{Store: mem}
-	st := &gateStore{Store: mem, save: loss.Save}
 	// Two Saves at once: the destination's writes go while the saga's
-	// shard waits at a gate.
-	h, reown, _ := reowningHost(t, st, func(c *actors.HostConfig) { c.BatchMaxInFlight = 2 })
+	// shard waits.
+	h, reown, _ := reowningHost(t, loss, func(c *actors.HostConfig) { c.BatchMaxInFlight = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const shards = 16 // reowningHost's
@@ -195,8 +146,8 @@ func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
 
 	first := loseStart(t, ctx, h, loss, b) // the lost saga's activation
 
-	unknown := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED))
-	restart := st.gate(t, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
+	unknownWaits, unknownGoes := blockUntil(t, ctx, mem, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_UNSPECIFIED))
+	_, restartGoes := blockUntil(t, ctx, mem, isTransfer(bankpb.TransferStatus_TRANSFER_STATUS_DEBITING))
 	h.DropAll(fmt.Errorf("%w: restarted", actors.ErrNotHere))
 	reown()
 	// The destination activates, holding the credit in doubt, and asks
@@ -205,7 +156,7 @@ func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
 	accounts := bankpb.NewAccountServiceClient(h)
 	_, err := accounts.GetBalance(ctx, b, &bankpb.GetBalance{})
 	require.ErrorIs(t, err, actors.ErrUnavailable, "the credit is in doubt")
-	unknown.wait(t, ctx)
+	unknownWaits()
 
 	// Submitted again, the transfer's new saga holds the credit.
 	submitted := make(chan transferAnswer, 1)
@@ -222,13 +173,13 @@ func TestLateUnknownTransferKeepsTheNewSagasHold(t *testing.T) {
 
 	// The answer reaches the destination, which keeps the new saga's
 	// hold: the credit is still in doubt.
-	unknown.release()
+	unknownGoes()
 	asked := func(id string) bool { return strings.HasPrefix(id, "activate-") && strings.HasSuffix(id, "/t1") }
 	waitForOut(t, ctx, h, ledger.AccountRef(b), false, asked)
 	_, err = accounts.GetBalance(ctx, b, &bankpb.GetBalance{})
 	require.ErrorIs(t, err, actors.ErrUnavailable, "the new saga's hold is kept, in doubt")
 
-	restart.release()
+	restartGoes()
 	got := await(t, ctx, submitted)
 	require.NoError(t, got.err)
 	require.Equal(t, bankpb.TransferStatus_TRANSFER_STATUS_COMPLETED, got.st.Status)

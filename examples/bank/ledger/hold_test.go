@@ -66,9 +66,11 @@ func TestLostReleaseIsNeverShownMissing(t *testing.T) {
 // startLossStore, once armed, loses the first Save of a transfer's start
 // (status DEBITING): the shard of the start, with the debit, is not
 // written and reports an unknown outcome; the batch's other shards are
-// written, as a store does with a batch whose shards fail apart.
+// written, as a store does with a batch whose shards fail apart. If
+// wait is set (before arming), that Save waits for it to close first.
 type startLossStore struct {
 	*memory.Store
+	wait  <-chan struct{}
 	armed atomic.Bool
 	lost  atomic.Bool
 }
@@ -87,6 +89,13 @@ func (s *startLossStore) Save(ctx context.Context, recs []persistence.Record) (m
 		return s.Store.Save(ctx, recs)
 	}
 	s.lost.Store(true)
+	if s.wait != nil {
+		select {
+		case <-s.wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	var kept []persistence.Record
 	for _, r := range recs {
 		if !drop[r.Shard] {
@@ -164,11 +173,39 @@ func TestLostStartCancelsItsHold(t *testing.T) {
 // loseStart submits transfer t1 of 30 from a to b with s armed, so that
 // its start is lost with its debit, and waits until b holds its credit
 // (the hold left before the start was durable). It returns the lost
-// saga's activation, which the hold names.
+// saga's activation, which the hold names. The start is lost only once
+// b has taken the hold: a node sends no message of a shard it has given
+// up, so a start lost at once could take its hold with it.
 func loseStart(t *testing.T, ctx context.Context, h *actors.Host, s *startLossStore, b string) (saga uint64) {
 	t.Helper()
+	taken := make(chan struct{})
+	s.wait = taken
 	s.armed.Store(true)
-	_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := ledger.SubmitAndWait(ctx, h, "t1", "a", b, 30)
+		submitted <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		if _, held := storedAccount(t, h, b).Held["t1"]; held {
+			return nil // written already, by a second Save in flight
+		}
+		rt, err := h.Runtime(ctx, ledger.AccountRef(b))
+		if err != nil {
+			return err
+		}
+		if rt.Actor == nil || rt.Actor.Seq <= rt.Actor.Durable {
+			return fmt.Errorf("%s has not taken the hold yet", b)
+		}
+		return nil // its write waits for the start's Save
+	})
+	close(taken)
+	var err error
+	select {
+	case err = <-submitted:
+	case <-ctx.Done():
+		t.Fatal("the submit did not return")
+	}
 	require.Error(t, err, "the client's one attempt fails with its start")
 	require.True(t, actors.Retryable(err), "%v", err)
 	require.True(t, s.lost.Load())
